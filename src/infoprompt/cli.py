@@ -1,0 +1,218 @@
+"""The ``infoprompt`` command line: train, eval, predict, and the listing commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from infoprompt.errors import UserError
+
+
+def _shots(value: str) -> int | None:
+    if value == "full":
+        return None
+    try:
+        shots = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of examples or 'full', got {value!r}") from None
+    if shots <= 0:
+        raise argparse.ArgumentTypeError(f"shots must be positive, got {shots}")
+    return shots
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model (defaults come from the method)")
+    group.add_argument("--n-prompts", type=int, default=4, help="prompt tokens n_p (default 4)")
+    group.add_argument("--beta", type=float, help="weight of the representation MI loss")
+    group.add_argument("--gamma", type=float, help="weight of the head MI loss")
+    group.add_argument("--n-negatives", type=int, help="K, negatives per InfoNCE term (default 32)")
+    group.add_argument("--rank", type=int, help="rank of the prompt generator projections (default 64)")
+    group.add_argument("--pooling", choices=("mean", "cls"), help="pooling of the no-prompt pass P' (default mean)")
+    group.add_argument("--head-summary", choices=("predicted", "mean"), help="how θ is summarised for the head loss")
+    group.add_argument("--template", help="template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
+    group.add_argument("--verbalizer-init", action=argparse.BooleanOptionalAction, default=None,
+                       help="initialise head rows from label-word embeddings")
+    group.add_argument("--kl-weight", type=float, help="weight of the optional KL term (default 0)")
+    group.add_argument("--max-length", type=int, help="token budget per input (default 128)")
+    group.add_argument("--no-truncate", action="store_true", help="reject inputs longer than --max-length")
+
+
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("training")
+    group.add_argument("--epochs", type=int, default=30)
+    group.add_argument("--batch-size", type=int, default=8)
+    group.add_argument("--lr", type=float, help="learning rate (default: the method's, 1e-3 for prompts)")
+    group.add_argument("--weight-decay", type=float, default=0.01)
+    group.add_argument("--max-steps", type=int, help="stop after this many steps")
+    group.add_argument("--eval-every", type=int, default=0, help="periodic evaluation every N steps")
+    group.add_argument("--eval-every-epochs", type=int, default=5, help="periodic evaluation every N epochs (0: none)")
+    group.add_argument("--eval-subset", type=int, default=256, help="eval examples used by periodic evaluations")
+    group.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
+
+
+def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
+    names = ("beta", "gamma", "n_negatives", "rank", "pooling", "head_summary", "template", "verbalizer_init",
+             "kl_weight", "max_length")
+    overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    if getattr(args, "no_truncate", False):
+        overrides["truncate"] = False
+    return overrides
+
+
+def training_config(args: argparse.Namespace, seed: int):
+    from infoprompt.train import TrainConfig
+
+    return TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
+        max_steps=args.max_steps, eval_every=args.eval_every, eval_every_epochs=args.eval_every_epochs,
+        eval_subset=args.eval_subset, feature_cache=not args.no_feature_cache, progress=not args.quiet,
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from infoprompt.pipeline import RunSpec, run_training
+
+    spec = RunSpec(
+        task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
+        backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
+        training=training_config(args, args.seed), cache_dir=args.cache_dir,
+    )
+    record = run_training(spec, args.out, overwrite=args.overwrite)
+    metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
+    print(f"{record['task']} {record['method']} seed={record['seed']} shots={record['shots']}: {metrics} "
+          f"({record['timings']['total_s']:.1f} s) -> {args.out}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from infoprompt.io_utils import atomic_write_json
+    from infoprompt.model import PromptClassifier
+    from infoprompt.pipeline import read_split
+    from infoprompt.train import evaluate
+
+    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
+    split = args.split or model.task.eval_split
+    examples = read_split(model.task, split, args.data_dir, args.source)
+    metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet)
+    record = {"adapter": str(args.adapter), "task": model.task.name, "split": split, "n": len(examples), "metrics": metrics}
+    print(json.dumps(record, sort_keys=True))
+    if args.output:
+        atomic_write_json(args.output, record)
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from infoprompt.inputs import read_inputs
+    from infoprompt.io_utils import atomic_write_text
+    from infoprompt.model import PromptClassifier
+    from infoprompt.train import predict
+
+    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
+    rows = read_inputs(args.input, model.task)
+    lines = [json.dumps(record, sort_keys=True) for record in predict(model, rows, args.batch_size)]
+    text = "".join(line + "\n" for line in lines)
+    if args.output:
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from infoprompt.tasks import TASKS
+
+    for task in TASKS.values():
+        print(f"{task.name:12s} {', '.join(task.metrics):18s} {len(task.labels):3d} labels  {task.description}")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from infoprompt.methods import METHODS
+
+    for preset in METHODS.values():
+        print(f"{preset.name:20s} β={preset.beta:<5g} γ={preset.gamma:<5g} lr={preset.lr:<6g} {preset.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infoprompt", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
+        sub.add_argument("--source", choices=("files", "hub"), default="files", help="read data files or Hugging Face datasets")
+        sub.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
+        sub.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
+    train.add_argument("--task", required=True)
+    train.add_argument("--method", default="infoprompt")
+    train.add_argument("--shots", type=_shots, default=64, help="training examples per seed, or 'full' (default 64)")
+    train.add_argument("--seed", type=int, default=1)
+    train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
+    train.add_argument("--out", required=True, help="run directory (adapter, log, metrics.json)")
+    train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    common(train)
+    add_model_options(train)
+    add_training_options(train)
+    train.set_defaults(handler=cmd_train)
+
+    evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
+    evaluate.add_argument("--adapter", required=True)
+    evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
+    evaluate.add_argument("--batch-size", type=int, default=64)
+    evaluate.add_argument("--output", help="also write the metrics JSON here")
+    common(evaluate)
+    evaluate.set_defaults(handler=cmd_eval)
+
+    predict = commands.add_parser("predict", help="predict labels for new inputs, one JSON line each")
+    predict.add_argument("--adapter", required=True)
+    predict.add_argument("--input", required=True, help="a .tsv with a header, a .jsonl, or - for stdin")
+    predict.add_argument("--output", help="write predictions here instead of stdout")
+    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument("--cache-dir")
+    predict.set_defaults(handler=cmd_predict)
+
+    commands.add_parser("tasks", help="list tasks").set_defaults(handler=cmd_tasks)
+    commands.add_parser("methods", help="list methods").set_defaults(handler=cmd_methods)
+    for register in _extensions():
+        register(commands)
+    return parser
+
+
+def _extensions():
+    """Sub-command groups that live in their own subpackages."""
+    registrars = []
+    try:
+        from infoprompt.theory.cli import add_theory_commands
+
+        registrars.append(add_theory_commands)
+    except ImportError:  # the theory subpackage needs SciPy; the rest of the CLI works without it
+        pass
+    return registrars
+
+
+def _version() -> str:
+    from infoprompt import __version__
+
+    return f"infoprompt {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except UserError as error:
+        print(f"infoprompt: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("infoprompt: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

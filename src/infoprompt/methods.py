@@ -1,0 +1,70 @@
+"""The method table: every prompt-tuning method is one preset of the same classifier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infoprompt.errors import UserError
+
+
+@dataclass(frozen=True)
+class MethodPreset:
+    """How one method configures the shared pipeline.
+
+    Attributes:
+        name: CLI / table name.
+        prompt_source: ``"static"`` (WARP), ``"generated"`` (IDPG, InfoPrompt) or ``None`` (no prompts).
+        placement: ``"template"`` (prompt places of the task template) or ``"prepend"`` (right after
+            ``[CLS]``, the IDPG layout) or ``"none"``.
+        readout: ``"mask"`` (state at the ``[MASK]`` slot) or ``"cls"`` (state at ``[CLS]``).
+        beta: weight of the representation MI loss.
+        gamma: weight of the head MI loss.
+        verbalizer_init: initialise head rows from label-word embeddings.
+        lr: default learning rate.
+        train_encoder: every encoder weight is trained (fine-tuning).
+        description: one line for ``infoprompt methods``.
+    """
+
+    name: str
+    prompt_source: str | None
+    placement: str
+    readout: str
+    beta: float
+    gamma: float
+    verbalizer_init: bool
+    lr: float
+    train_encoder: bool = False
+    description: str = ""
+
+    @property
+    def uses_features(self) -> bool:
+        """Whether the no-prompt pass (P', Z') is needed during training."""
+        return self.prompt_source == "generated" or self.beta > 0
+
+
+METHODS: dict[str, MethodPreset] = {
+    preset.name: preset
+    for preset in (
+        MethodPreset("infoprompt", "generated", "template", "mask", 0.1, 0.05, True, 1e-3,
+                     description="generated prompts + head MI (γ) + representation MI (β)"),
+        MethodPreset("infoprompt-no-head", "generated", "template", "mask", 0.1, 0.0, True, 1e-3,
+                     description="InfoPrompt without the head loss (γ=0)"),
+        MethodPreset("infoprompt-no-rep", "generated", "template", "mask", 0.0, 0.05, True, 1e-3,
+                     description="InfoPrompt without the representation loss (β=0)"),
+        MethodPreset("infoprompt-ce", "generated", "template", "mask", 0.0, 0.0, True, 1e-3,
+                     description="generated template prompts trained with cross-entropy only (β=γ=0)"),
+        MethodPreset("warp", "static", "template", "mask", 0.0, 0.0, True, 1e-3,
+                     description="WARP: static prompt embeddings in the template, head on [MASK]"),
+        MethodPreset("idpg", "generated", "prepend", "cls", 0.0, 0.0, False, 1e-3,
+                     description="IDPG: generated prompts prepended after [CLS], head on [CLS]"),
+        MethodPreset("finetune", None, "none", "mask", 0.0, 0.0, True, 2e-5, train_encoder=True,
+                     description="full fine-tuning of the encoder, head on [MASK]"),
+    )
+}
+
+
+def get_method(name: str) -> MethodPreset:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise UserError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}") from None

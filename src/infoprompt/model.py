@@ -1,0 +1,354 @@
+"""PromptClassifier: a frozen backbone plus prompt source, head and MI critics; saved as a small adapter."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
+from infoprompt.methods import MethodPreset, get_method
+from infoprompt.objectives import HeadMI, RepresentationMI, sample_context_negatives
+from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
+from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.templates import Batch, Template, TemplateEncoder
+
+CONFIG_NAME = "adapter_config.json"
+WEIGHTS_NAME = "adapter_model.safetensors"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class ClassifierConfig:
+    """Everything that defines an adapter; saved next to its weights.
+
+    Attributes:
+        task: task name (see ``infoprompt tasks``).
+        method: method name (see ``infoprompt methods``); supplies the defaults below.
+        backbone: backbone name or path the adapter was trained on.
+        labels: class names in head-row order.
+        n_prompts: number of prompt tokens ``n_p``.
+        template: template string; ``None`` picks the task's, adapted to the method's placement.
+        beta: weight of the representation MI loss; ``None`` takes the method's.
+        gamma: weight of the head MI loss; ``None`` takes the method's.
+        n_negatives: K, negatives per InfoNCE term.
+        rank: rank of each slot's up/down projection in generated prompts.
+        pooling: how ``P'`` pools the no-prompt pass: ``mean`` over tokens or the ``cls`` state.
+        head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
+        verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
+        generator_bias: generated prompts carry a bias initialised from token embeddings.
+        kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
+        max_length: token budget of one templated input.
+        truncate: shorten text fields that do not fit (otherwise such an input is an error).
+        init_seed: seed of the parameter initialisation.
+        backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
+    """
+
+    task: str
+    method: str
+    backbone: str
+    labels: tuple[str, ...] = ()
+    n_prompts: int = 4
+    template: str | None = None
+    beta: float | None = None
+    gamma: float | None = None
+    n_negatives: int = 32
+    rank: int = 64
+    pooling: str = "mean"
+    head_summary: str = "predicted"
+    verbalizer_init: bool | None = None
+    generator_bias: bool = True
+    kl_weight: float = 0.0
+    max_length: int = 128
+    truncate: bool = True
+    init_seed: int = 0
+    backbone_fingerprint: dict[str, object] = field(default_factory=dict)
+
+    def resolved(self, task: TaskSpec, preset: MethodPreset) -> ClassifierConfig:
+        """A copy with every ``None`` default filled from the task and method."""
+        values = dataclasses.asdict(self)
+        values["labels"] = tuple(self.labels) or task.labels
+        values["beta"] = preset.beta if self.beta is None else self.beta
+        values["gamma"] = preset.gamma if self.gamma is None else self.gamma
+        values["verbalizer_init"] = preset.verbalizer_init if self.verbalizer_init is None else self.verbalizer_init
+        if preset.prompt_source is None:
+            values["n_prompts"] = 0
+        values["template"] = self.template or default_template(task, preset)
+        if self.pooling not in ("mean", "cls"):
+            raise UserError(f"pooling must be 'mean' or 'cls', got {self.pooling!r}")
+        if self.head_summary not in ("predicted", "mean"):
+            raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
+        if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
+            raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
+        if self.n_negatives < 1:
+            raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
+        return ClassifierConfig(**values)
+
+    def to_json(self) -> dict[str, object]:
+        data = dataclasses.asdict(self)
+        data["labels"] = list(self.labels)
+        data["format_version"] = FORMAT_VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, object], where: str) -> ClassifierConfig:
+        data = dict(data)
+        data.pop("format_version", None)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        missing = [name for name in ("task", "method", "backbone") if name not in data]
+        if missing:
+            raise UserError(f"{where}: missing field(s) {', '.join(missing)}")
+        data["labels"] = tuple(data.get("labels", ()))
+        return cls(**data)
+
+
+def default_template(task: TaskSpec, preset: MethodPreset) -> str:
+    if preset.placement == "prepend":
+        fields = " <sep> ".join(f"{{{name}}}" for name in task.fields)
+        return f"<cls> <p> {fields} <sep>"
+    template = Template.parse(task.template)
+    if preset.placement == "none":
+        template = template.without_prompts()
+    if preset.readout == "cls":
+        template = Template.parse(" ".join(p for p in template.parts if p != "<mask>"))
+    return template.text
+
+
+@dataclass
+class LossTerms:
+    """The objective and its three terms (batch means), kept apart for the logs."""
+
+    total: torch.Tensor
+    pred: torch.Tensor
+    rep: torch.Tensor
+    head: torch.Tensor
+    kl: torch.Tensor
+
+    def as_floats(self) -> dict[str, float]:
+        return {name: float(value.detach()) for name, value in vars(self).items()}
+
+
+class PromptClassifier(nn.Module):
+    """One classifier for every method in :mod:`infoprompt.methods`.
+
+    The backbone stays frozen (unless the method fine-tunes it); the trainable parts are the prompt source,
+    the head and the two critics. ``forward`` runs the prompted pass; :meth:`plain_features` runs the
+    no-prompt pass whose outputs (``P'``, ``Z'``) are deterministic and can be cached.
+    """
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig):
+        super().__init__()
+        self.task = get_task(config.task)
+        self.preset = get_method(config.method)
+        config = config.resolved(self.task, self.preset)
+        if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
+            raise UserError(
+                f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
+                f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
+            )
+        config.backbone_fingerprint = backbone.fingerprint()
+        if config.max_length > backbone.max_positions:
+            raise UserError(
+                f"max_length={config.max_length} exceeds the {backbone.max_positions} positions of backbone "
+                f"{backbone.name!r}"
+            )
+        self.config = config
+        if self.preset.train_encoder:
+            # Fine-tuning changes the weights: work on a private copy so a shared backbone stays pristine.
+            backbone = dataclasses.replace(backbone, model=copy.deepcopy(backbone.model))
+        self.backbone = backbone
+        self.encoder = backbone.model
+        hidden = backbone.hidden_size
+        self.template = Template.parse(config.template)
+        missing = [name for name in self.template.fields if name not in self.task.fields]
+        if missing:
+            raise UserError(f"template {config.template!r} names field(s) {missing} that task {self.task.name} lacks")
+        self.template_encoder = TemplateEncoder(
+            backbone.tokenizer, self.template, config.n_prompts, config.max_length, config.truncate
+        )
+        generator = torch.Generator().manual_seed(config.init_seed)
+        with torch.random.fork_rng():
+            torch.manual_seed(config.init_seed)
+            self.prompt = self._build_prompt(hidden, generator)
+            self.head = nn.Linear(hidden, len(config.labels))
+            nn.init.normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+            if config.verbalizer_init:
+                self._verbalizer_init()
+            self.head_mi = HeadMI(hidden, config.head_summary) if config.gamma > 0 else None
+            self.rep_mi = RepresentationMI(hidden) if config.beta > 0 else None
+        if self.preset.train_encoder:
+            self.encoder.requires_grad_(True)
+
+    # -- construction -------------------------------------------------------------------------------------
+    def _token_init(self, count: int, generator: torch.Generator) -> torch.Tensor:
+        """Embeddings of ``count`` random ordinary vocabulary tokens (no special tokens)."""
+        tokenizer = self.backbone.tokenizer
+        special = set(tokenizer.all_special_ids)
+        vocab = self.backbone.input_embeddings.weight.shape[0]
+        candidates = torch.tensor([i for i in range(min(vocab, len(tokenizer))) if i not in special])
+        picks = candidates[torch.randint(len(candidates), (count,), generator=generator)]
+        return self.backbone.input_embeddings.weight.detach()[picks].clone()
+
+    def _build_prompt(self, hidden: int, generator: torch.Generator) -> nn.Module | None:
+        n = self.config.n_prompts
+        if self.preset.prompt_source == "static":
+            return StaticPrompt(n, self._token_init(n, generator))
+        if self.preset.prompt_source == "generated":
+            return GeneratedPrompt(n, hidden, self.config.rank, self._token_init(n, generator), self.config.generator_bias)
+        return None
+
+    def _verbalizer_init(self) -> None:
+        tokenizer = self.backbone.tokenizer
+        embeddings = self.backbone.input_embeddings.weight.detach()
+        rows = []
+        for label in self.config.labels:
+            words = self.task.label_words.get(label, ())
+            ids = [i for word in words for i in tokenizer(word, add_special_tokens=False)["input_ids"]]
+            if not ids:
+                return  # a label without words: keep the random init for every row
+            rows.append(embeddings[ids].mean(0))
+        with torch.no_grad():
+            weight = torch.stack(rows)
+            # Match the scale of a small random init so the first logits are not dominated by one class.
+            self.head.weight.copy_(weight / weight.norm(dim=-1, keepdim=True) * 0.02 * math.sqrt(weight.shape[1]))
+
+    # -- passes -------------------------------------------------------------------------------------------
+    @property
+    def needs_features(self) -> bool:
+        return self.preset.prompt_source == "generated" or self.rep_mi is not None
+
+    def train(self, mode: bool = True) -> PromptClassifier:
+        super().train(mode)
+        if not self.preset.train_encoder:
+            self.encoder.eval()  # frozen means no dropout either
+        return self
+
+    def encode_states(self, batch: Batch, prompts: torch.Tensor | None) -> torch.Tensor:
+        embeddings = self.backbone.input_embeddings(batch.input_ids)
+        if prompts is not None:
+            embeddings = insert_prompts(embeddings, prompts, batch.prompt_positions)
+        return self.encoder(inputs_embeds=embeddings, attention_mask=batch.attention_mask).last_hidden_state
+
+    @staticmethod
+    def readout(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return states[torch.arange(states.shape[0], device=states.device), positions]
+
+    def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The no-prompt pass: pooled ``P'`` (prompt-generator input) and ``Z'`` (readout state)."""
+        with torch.no_grad():
+            states = self.encode_states(plain, None)
+            if self.config.pooling == "cls":
+                pooled = states[:, 0]
+            else:
+                mask = plain.attention_mask.unsqueeze(-1).to(states.dtype)
+                pooled = (states * mask).sum(1) / mask.sum(1)
+            return pooled, self.readout(states, plain.readout_position)
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Prompted pass: returns logits (B, C), readout states Z (B, D) and prompts (B, n_p, D) or None."""
+        prompts = self.prompt(batch.input_ids.shape[0], pooled) if self.prompt is not None else None
+        states = self.encode_states(batch, prompts)
+        z = self.readout(states, batch.readout_position)
+        return self.head(z), z, prompts
+
+    def losses(
+        self,
+        batch: Batch,
+        labels: torch.Tensor,
+        pooled: torch.Tensor | None,
+        z_plain: torch.Tensor | None,
+        generator: torch.Generator | None = None,
+    ) -> LossTerms:
+        logits, z, prompts = self(batch, pooled)
+        pred = nn.functional.cross_entropy(logits, labels)
+        zero = pred.new_zeros(())
+        rep, head, kl = zero, zero, zero
+        if prompts is not None and (self.rep_mi is not None or self.head_mi is not None):
+            prompt_mean = prompts.mean(1)
+            k = self.config.n_negatives
+            if self.head_mi is not None:
+                negatives = sample_context_negatives(
+                    self.backbone.input_embeddings, batch.input_ids, batch.context_positions, batch.context_mask,
+                    max(k - 1, 1), generator,
+                )
+                head = self.head_mi(prompt_mean, logits, self.head.weight, negatives).mean()
+            if self.rep_mi is not None:
+                if z_plain is None:
+                    raise ValueError("the representation loss needs the no-prompt states Z'")
+                rep_terms, kl_terms = self.rep_mi(prompt_mean, z, z_plain, k, generator)
+                rep, kl = rep_terms.mean(), kl_terms.mean()
+        cfg = self.config
+        total = pred + cfg.beta * rep + cfg.gamma * head + cfg.kl_weight * kl
+        return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl)
+
+    # -- parameters ---------------------------------------------------------------------------------------
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
+
+    def parameter_counts(self) -> dict[str, int]:
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in self.parameters())
+        return {"trainable": trainable, "frozen": total - trainable, "total": total}
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write the trained parameters (safetensors) and the config (JSON), each atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = self.trainable_state()
+        tmp = directory / f".{WEIGHTS_NAME}.writing"
+        save_file(state, str(tmp), metadata={"format": "pt", "infoprompt_format": str(FORMAT_VERSION)})
+        atomic_write_bytes(directory / WEIGHTS_NAME, tmp.read_bytes())
+        tmp.unlink()
+        atomic_write_json(directory / CONFIG_NAME, self.config.to_json())
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, backbone: Backbone | None = None, cache_dir: str | None = None
+    ) -> PromptClassifier:
+        """Load an adapter; its backbone is loaded from the saved name unless one is given (and must match)."""
+        directory = Path(directory)
+        config_path = directory / CONFIG_NAME
+        weights_path = directory / WEIGHTS_NAME
+        if not directory.is_dir():
+            raise UserError(f"adapter directory {directory} does not exist")
+        for path in (config_path, weights_path):
+            if not path.is_file():
+                raise UserError(f"adapter file {path} is missing")
+        try:
+            data = json.loads(config_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise UserError(f"{config_path}: not valid JSON ({error})") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{config_path}: expected a JSON object")
+        config = ClassifierConfig.from_json(data, str(config_path))
+        if backbone is None:
+            backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+        model = cls(backbone, config)
+        try:
+            state = load_file(str(weights_path))
+        except (SafetensorError, OSError) as error:
+            raise UserError(f"{weights_path}: not a readable safetensors file ({error})") from None
+        expected = model.trainable_state()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        if missing or unexpected:
+            raise UserError(f"{weights_path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        for name, tensor in state.items():
+            if tensor.shape != expected[name].shape:
+                raise UserError(f"{weights_path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+        model.load_state_dict(state, strict=False)
+        return model

@@ -1,0 +1,125 @@
+"""InfoNCE and the two mutual-information objectives of InfoPrompt (head loss, representation loss)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def info_nce(positive: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    """Per-example InfoNCE loss ``-log(e^pos / (e^pos + Σ_k e^neg_k))`` for scores (B,) and (B, K).
+
+    ``log(K + 1) - info_nce`` is the mutual-information lower bound; since the loss is ≥ 0 the bound never
+    exceeds ``log(K + 1)``.
+    """
+    scores = torch.cat([positive.unsqueeze(-1), negatives], dim=-1)
+    return torch.logsumexp(scores, dim=-1) - positive
+
+
+def mi_lower_bound(nce: torch.Tensor, n_negatives: int) -> torch.Tensor:
+    return math.log(n_negatives + 1) - nce
+
+
+class Bilinear(nn.Module):
+    """Score ``aᵀ W b / √D`` with ``W`` initialised to the identity."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.eye(hidden_size))
+        self.scale = hidden_size**-0.5
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        # left (..., D), right (..., D) broadcastable
+        return ((left @ self.weight) * right).sum(-1) * self.scale
+
+
+class HeadMI(nn.Module):
+    """Head loss: InfoNCE estimate of I(P; θ | X).
+
+    θ is summarised per example as ``θ̃ = softmax(h(Z))ᵀ Θ`` (the head rows weighted by the model's own
+    prediction, so no label is used) or as the plain mean of the rows. The positive is ``(P̄, θ̃)``; the
+    K−1 negatives replace ``P̄`` with input embeddings of tokens drawn from the example's own context.
+    """
+
+    def __init__(self, hidden_size: int, summary: str = "predicted"):
+        super().__init__()
+        if summary not in ("predicted", "mean"):
+            raise ValueError(f"head summary must be 'predicted' or 'mean', got {summary!r}")
+        self.summary = summary
+        self.critic = Bilinear(hidden_size)
+
+    def summarise(self, logits: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
+        if self.summary == "mean":
+            return head_weight.mean(0).expand(logits.shape[0], -1)
+        return logits.softmax(-1) @ head_weight
+
+    def forward(
+        self, prompt_mean: torch.Tensor, logits: torch.Tensor, head_weight: torch.Tensor, context_negatives: torch.Tensor
+    ) -> torch.Tensor:
+        theta = self.summarise(logits, head_weight)  # (B, D)
+        positive = self.critic(prompt_mean, theta)  # (B,)
+        negatives = self.critic(context_negatives, theta.unsqueeze(1))  # (B, K-1)
+        return info_nce(positive, negatives)
+
+
+class RepresentationMI(nn.Module):
+    """Representation loss: InfoNCE estimate of I(P; Z | X) with Gaussian variational samples.
+
+    ``z⁺ ~ N(f_μ(Z), σ(Z))`` from the prompted pass is the positive; K samples ``z⁻ ~ N(f_μ(Z'), σ(Z'))``
+    from the no-prompt pass are the negatives, since ``Z'`` never saw ``P``.
+    """
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.f_mu = nn.Linear(hidden_size, hidden_size)
+        self.f_sigma = nn.Linear(hidden_size, hidden_size)
+        self.critic = Bilinear(hidden_size)
+
+    def gaussian(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.f_mu(z), F.softplus(self.f_sigma(z)) + 1e-4
+
+    def forward(
+        self,
+        prompt_mean: torch.Tensor,
+        z_prompted: torch.Tensor,
+        z_plain: torch.Tensor,
+        n_negatives: int,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the per-example InfoNCE loss and the KL of both Gaussians to N(0, I) (for the optional term)."""
+        mu, sigma = self.gaussian(z_prompted)
+        mu_neg, sigma_neg = self.gaussian(z_plain)
+        noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+        positive_sample = mu + sigma * noise
+        noise_neg = torch.randn(
+            (mu.shape[0], n_negatives, mu.shape[1]), generator=generator, device=mu.device, dtype=mu.dtype
+        )
+        negative_samples = mu_neg.unsqueeze(1) + sigma_neg.unsqueeze(1) * noise_neg
+        positive = self.critic(prompt_mean, positive_sample)
+        negatives = self.critic(prompt_mean.unsqueeze(1), negative_samples)
+        kl = gaussian_kl(mu, sigma) + gaussian_kl(mu_neg, sigma_neg)
+        return info_nce(positive, negatives), kl
+
+
+def gaussian_kl(mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """KL(N(μ, diag σ²) ‖ N(0, I)) per example."""
+    return 0.5 * (sigma.pow(2) + mu.pow(2) - 1.0 - 2.0 * sigma.log()).sum(-1)
+
+
+def sample_context_negatives(
+    embeddings: torch.Tensor, input_ids: torch.Tensor, context_positions: torch.Tensor, context_mask: torch.Tensor,
+    count: int, generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Draw ``count`` context tokens per example (with replacement) and return their input embeddings (B, count, D)."""
+    weights = context_mask.to(torch.float32)
+    empty = weights.sum(-1) == 0
+    if empty.any():
+        weights = weights.clone()
+        weights[empty, 0] = 1.0  # an example with no text token falls back to position 0 (its first token)
+    picks = torch.multinomial(weights, count, replacement=True, generator=generator)  # (B, count)
+    positions = context_positions.gather(1, picks)
+    token_ids = input_ids.gather(1, positions)
+    return embeddings(token_ids)

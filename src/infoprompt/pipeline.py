@@ -1,0 +1,143 @@
+"""One training run end to end: read the task, sample shots, build, train, evaluate and store the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import transformers
+
+import infoprompt
+from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_json, staged_directory
+from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
+from infoprompt.train import TrainConfig, train
+
+METRICS_NAME = "metrics.json"
+LOG_NAME = "train_log.jsonl"
+
+
+@dataclass
+class RunSpec:
+    """One cell of an experiment: which task, method, data budget, prompt count, seed and backbone.
+
+    Attributes:
+        task / method / backbone: names (``infoprompt tasks``, ``infoprompt methods``, a backbone name or path).
+        shots: training examples drawn with ``seed`` (every class present); ``None`` trains on the full split.
+        n_prompts: prompt tokens ``n_p``.
+        seed: seeds the few-shot draw, the initialisation and training.
+        data_dir: data directory (else ``$INFOPROMPT_DATA_DIR``); ``source="hub"`` reads Hugging Face datasets.
+        classifier: overrides of :class:`~infoprompt.model.ClassifierConfig` fields (beta, gamma, ...).
+        training: optimisation settings.
+        cache_dir: where the packaged MPNet is extracted.
+    """
+
+    task: str
+    method: str
+    shots: int | None = 64
+    n_prompts: int = 4
+    seed: int = 1
+    backbone: str = "minilm"
+    data_dir: str | None = None
+    source: str = "files"
+    classifier: dict[str, object] = field(default_factory=dict)
+    training: TrainConfig = field(default_factory=TrainConfig)
+    cache_dir: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        data = dataclasses.asdict(self)
+        data["data_dir"] = str(self.data_dir) if self.data_dir is not None else None
+        return data
+
+
+def read_split(task: TaskSpec, split: str, data_dir: str | None, source: str) -> list[Example]:
+    if source == "files":
+        return load_split(task, split, data_dir)
+    if source == "hub":
+        return load_hub_split(task, split)
+    raise UserError(f"unknown data source {source!r}; valid sources: files, hub")
+
+
+def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
+    known = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"task", "method", "backbone", "n_prompts", "init_seed"}
+    unknown = sorted(set(spec.classifier) - known)
+    if unknown:
+        raise UserError(f"unknown classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    config = ClassifierConfig(
+        task=spec.task, method=spec.method, backbone=spec.backbone, n_prompts=spec.n_prompts,
+        init_seed=spec.seed, **spec.classifier,
+    )
+    return PromptClassifier(backbone, config)
+
+
+def environment() -> dict[str, object]:
+    return {
+        "infoprompt": infoprompt.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def run_training(
+    spec: RunSpec, out: str | os.PathLike[str] | None = None, *, overwrite: bool = False, backbone: Backbone | None = None
+) -> dict[str, object]:
+    """Run ``spec``; when ``out`` is given, store the adapter, log and metrics there atomically.
+
+    Returns the result record (also written as ``metrics.json``): the spec, the resolved classifier config,
+    seed, backbone, metrics, timings and parameter counts.
+    """
+    task = get_task(spec.task)
+    train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
+    eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
+    sample = sample_few_shot(train_split, spec.shots, spec.seed)
+    if backbone is None:
+        backbone = load_backbone(spec.backbone, cache_dir=spec.cache_dir)
+    model = build_classifier(spec, backbone)
+
+    def execute(directory: Path | None) -> dict[str, object]:
+        result = train(model, sample, eval_split, spec.training, log_path=directory / LOG_NAME if directory else None)
+        labels = [e.label for e in sample]
+        record = {
+            "task": spec.task,
+            "method": spec.method,
+            "shots": spec.shots if spec.shots is not None else "full",
+            "n_prompts": model.config.n_prompts,
+            "seed": spec.seed,
+            "backbone": spec.backbone,
+            "backbone_fingerprint": model.config.backbone_fingerprint,
+            "primary_metric": task.primary_metric,
+            "metrics": result["metrics"],
+            "eval_split": task.eval_split,
+            "n_train": result["n_train"],
+            "n_eval": result["n_eval"],
+            "train_label_counts": {label: labels.count(label) for label in task.labels},
+            "truncated_train": result["truncated_train"],
+            "steps": result["steps"],
+            "lr": result["lr"],
+            "last_losses": result["last_losses"],
+            "timings": result["timings"],
+            "parameters": model.parameter_counts(),
+            "spec": spec.to_json(),
+            "classifier": model.config.to_json(),
+            "environment": environment(),
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        if directory is not None:
+            model.save_pretrained(directory)
+            atomic_write_json(directory / METRICS_NAME, record)
+        return record
+
+    if out is None:
+        return execute(None)
+    with staged_directory(out, overwrite=overwrite) as staging:
+        return execute(staging)

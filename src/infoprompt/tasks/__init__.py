@@ -1,0 +1,43 @@
+"""Task registry: the named tasks, their readers and few-shot sampling."""
+
+from __future__ import annotations
+
+from infoprompt.errors import UserError
+from infoprompt.tasks.base import (
+    DATA_DIR_ENV,
+    Example,
+    TaskSpec,
+    load_hub_split,
+    load_split,
+    resolve_data_dir,
+)
+from infoprompt.tasks.glue import GLUE_TASKS
+from infoprompt.tasks.sampling import sample_few_shot
+
+TASKS: dict[str, TaskSpec] = {task.name: task for task in GLUE_TASKS}
+
+
+def register_task(task: TaskSpec) -> None:
+    """Add a task to the registry (used by task modules and by users with their own data)."""
+    TASKS[task.name] = task
+
+
+def get_task(name: str) -> TaskSpec:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}") from None
+
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "Example",
+    "TASKS",
+    "TaskSpec",
+    "get_task",
+    "load_hub_split",
+    "load_split",
+    "register_task",
+    "resolve_data_dir",
+    "sample_few_shot",
+]

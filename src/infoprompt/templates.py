@@ -1,0 +1,243 @@
+"""Declarative templates: text fields, prompt slots and a readout slot turned into token ids and positions.
+
+A template is a whitespace-separated string of parts:
+
+* ``<cls>``, ``<sep>``: the tokenizer's own classification / separator tokens (never hard-coded ids);
+* ``<mask>``: the readout slot, whose last-layer state ``Z`` feeds the head;
+* ``<p>``: a place where prompt tokens go (``n_prompts`` tokens are spread over the places, earlier
+  places first: 4 prompts over 3 places gives 2, 1, 1);
+* ``{field}``: a text field of the example;
+* anything else: literal words, tokenised once.
+
+Truncation shortens only text fields (longest first, from the end), so prompt slots and the readout slot
+always survive. Without a ``<mask>`` part the readout is the ``<cls>`` token.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from infoprompt.errors import UserError
+
+_FIELD = re.compile(r"^\{(\w+)\}$")
+SPECIAL_PARTS = ("<cls>", "<sep>", "<mask>", "<p>")
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed template. ``parts`` keeps the order; ``fields`` lists the text fields it expects."""
+
+    text: str
+    parts: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Template:
+        parts = tuple(text.split())
+        if not parts:
+            raise UserError("empty template")
+        if parts.count("<mask>") > 1:
+            raise UserError(f"template {text!r} has more than one <mask> slot")
+        if "<mask>" not in parts and "<cls>" not in parts:
+            raise UserError(f"template {text!r} needs a <mask> or <cls> part to read the representation from")
+        for part in parts:
+            if part.startswith("<") and part.endswith(">") and part not in SPECIAL_PARTS:
+                raise UserError(f"template {text!r}: unknown part {part}; known: {', '.join(SPECIAL_PARTS)}")
+        return cls(text=text, parts=parts)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(m.group(1) for part in self.parts if (m := _FIELD.match(part)))
+
+    @property
+    def n_places(self) -> int:
+        return self.parts.count("<p>")
+
+    def without_prompts(self) -> Template:
+        kept = tuple(part for part in self.parts if part != "<p>")
+        return Template(text=" ".join(kept), parts=kept)
+
+    def prompts_per_place(self, n_prompts: int) -> list[int]:
+        places = self.n_places
+        if n_prompts and not places:
+            raise UserError(f"template {self.text!r} has no <p> place for {n_prompts} prompt token(s)")
+        if not places:
+            return []
+        base, extra = divmod(n_prompts, places)
+        return [base + (1 if i < extra else 0) for i in range(places)]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One example as token ids, with the positions the model needs.
+
+    ``prompt_positions`` are placeholders overwritten by prompt embeddings; ``context_positions`` are the
+    text-field tokens (the pool that head-loss negatives are drawn from).
+    """
+
+    input_ids: list[int]
+    prompt_positions: list[int]
+    readout_position: int
+    context_positions: list[int]
+
+
+@dataclass(frozen=True)
+class EncodedPair:
+    """The same example encoded with prompt slots (prompted pass) and without them (no-prompt pass)."""
+
+    prompted: Encoded
+    plain: Encoded
+    truncated: bool
+
+
+class TemplateEncoder:
+    """Turns examples into :class:`EncodedPair` with one tokenizer, one template and a length budget."""
+
+    def __init__(self, tokenizer, template: Template, n_prompts: int, max_length: int, truncate: bool = True):
+        self.tokenizer = tokenizer
+        self.template = template
+        self.n_prompts = n_prompts
+        self.max_length = max_length
+        self.truncate = truncate
+        self.per_place = template.prompts_per_place(n_prompts)
+        for name in ("cls_token_id", "sep_token_id"):
+            if getattr(tokenizer, name) is None and f"<{name[:3]}>" in template.parts:
+                raise UserError(f"the tokenizer has no {name[:3]} token, which template {template.text!r} needs")
+        if "<mask>" in template.parts and tokenizer.mask_token_id is None:
+            raise UserError(f"the tokenizer has no mask token, which template {template.text!r} needs")
+        # Any id works as the placeholder: its embedding is replaced by the prompt before the encoder runs.
+        self.placeholder_id = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else tokenizer.pad_token_id
+        self.literal_ids = {
+            part: tokenizer(part, add_special_tokens=False)["input_ids"]
+            for part in template.parts
+            if part not in SPECIAL_PARTS and not _FIELD.match(part)
+        }
+        fixed = sum(len(ids) for ids in self.literal_ids.values())
+        fixed += sum(1 for part in template.parts if part in ("<cls>", "<sep>", "<mask>")) + n_prompts
+        self.fixed_length = fixed
+        if fixed >= max_length:
+            raise UserError(
+                f"template {template.text!r} with {n_prompts} prompt(s) needs {fixed} tokens, "
+                f"leaving no room for text within max_length={max_length}"
+            )
+
+    def encode_many(self, field_texts: Sequence[dict[str, str]], sources: Sequence[str] | None = None) -> list[EncodedPair]:
+        names = self.template.fields
+        tokenised: dict[str, list[list[int]]] = {}
+        for name in names:
+            texts = []
+            for index, fields in enumerate(field_texts):
+                if name not in fields:
+                    where = sources[index] if sources else f"input {index + 1}"
+                    raise UserError(f"{where}: missing text field {name!r}")
+                texts.append(fields[name])
+            tokenised[name] = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        return [
+            self._assemble({name: tokenised[name][i] for name in names}, sources[i] if sources else f"input {i + 1}")
+            for i in range(len(field_texts))
+        ]
+
+    def _assemble(self, field_ids: dict[str, list[int]], where: str) -> EncodedPair:
+        budget = self.max_length - self.fixed_length
+        lengths = {name: len(ids) for name, ids in field_ids.items()}
+        truncated = sum(lengths.values()) > budget
+        if truncated:
+            if not self.truncate:
+                raise UserError(
+                    f"{where}: input has {sum(lengths.values()) + self.fixed_length} tokens, more than "
+                    f"max_length={self.max_length} (enable truncation or raise --max-length)"
+                )
+            lengths = shorten_longest_first(lengths, budget)
+        return EncodedPair(
+            prompted=self._build({n: ids[: lengths[n]] for n, ids in field_ids.items()}, with_prompts=True),
+            plain=self._build({n: ids[: lengths[n]] for n, ids in field_ids.items()}, with_prompts=False),
+            truncated=truncated,
+        )
+
+    def _build(self, field_ids: dict[str, list[int]], with_prompts: bool) -> Encoded:
+        ids: list[int] = []
+        prompt_positions: list[int] = []
+        context_positions: list[int] = []
+        readout = -1
+        cls_position = -1
+        place = 0
+        tok = self.tokenizer
+        for part in self.template.parts:
+            if part == "<cls>":
+                cls_position = len(ids)
+                ids.append(tok.cls_token_id)
+            elif part == "<sep>":
+                ids.append(tok.sep_token_id)
+            elif part == "<mask>":
+                readout = len(ids)
+                ids.append(tok.mask_token_id)
+            elif part == "<p>":
+                count = self.per_place[place]
+                place += 1
+                if with_prompts:
+                    prompt_positions.extend(range(len(ids), len(ids) + count))
+                    ids.extend([self.placeholder_id] * count)
+            elif m := _FIELD.match(part):
+                piece = field_ids[m.group(1)]
+                context_positions.extend(range(len(ids), len(ids) + len(piece)))
+                ids.extend(piece)
+            else:
+                ids.extend(self.literal_ids[part])
+        return Encoded(
+            input_ids=ids,
+            prompt_positions=prompt_positions,
+            readout_position=readout if readout >= 0 else cls_position,
+            context_positions=context_positions,
+        )
+
+
+def shorten_longest_first(lengths: dict[str, int], budget: int) -> dict[str, int]:
+    """Cut one token at a time from the currently longest field until the total fits ``budget``."""
+    result = dict(lengths)
+    while sum(result.values()) > budget:
+        longest = max(result, key=lambda name: (result[name], name))
+        result[longest] -= 1
+    return result
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one pass (prompted or plain) over a list of encoded examples."""
+
+    input_ids: torch.Tensor  # (B, L)
+    attention_mask: torch.Tensor  # (B, L)
+    prompt_positions: torch.Tensor  # (B, n_p), empty second dim when no prompts
+    readout_position: torch.Tensor  # (B,)
+    context_positions: torch.Tensor  # (B, C) padded with 0
+    context_mask: torch.Tensor  # (B, C) True for real context tokens
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(**{name: value.to(device) for name, value in vars(self).items()})
+
+
+def collate(encoded: Sequence[Encoded], pad_id: int) -> Batch:
+    """Right-pad a list of encoded examples into one :class:`Batch`."""
+    size = len(encoded)
+    length = max(len(e.input_ids) for e in encoded)
+    context_length = max(1, max(len(e.context_positions) for e in encoded))
+    n_prompts = len(encoded[0].prompt_positions)
+    input_ids = torch.full((size, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((size, length), dtype=torch.long)
+    prompt_positions = torch.zeros((size, n_prompts), dtype=torch.long)
+    context_positions = torch.zeros((size, context_length), dtype=torch.long)
+    context_mask = torch.zeros((size, context_length), dtype=torch.bool)
+    for row, item in enumerate(encoded):
+        n = len(item.input_ids)
+        input_ids[row, :n] = torch.tensor(item.input_ids)
+        attention_mask[row, :n] = 1
+        if n_prompts:
+            prompt_positions[row] = torch.tensor(item.prompt_positions)
+        c = len(item.context_positions)
+        if c:
+            context_positions[row, :c] = torch.tensor(item.context_positions)
+            context_mask[row, :c] = True
+    readout = torch.tensor([e.readout_position for e in encoded], dtype=torch.long)
+    return Batch(input_ids, attention_mask, prompt_positions, readout, context_positions, context_mask)
