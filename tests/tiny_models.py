@@ -8,7 +8,7 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoModel, BertConfig, MPNetConfig, PreTrainedTokenizerFast, RobertaConfig
 
-WORDS = (
+WORDS = (  # noqa: SIM905
     "the a movie film story actor plot scene great terrible good bad yes no correct wrong is was it this that "
     "and or but not very so quite funny boring dull brilliant awful lovely hate love man woman dog cat ran sat "
     "on in of to with for he she they we said says had has have will would equivalent meaning same different "

@@ -183,15 +183,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _extensions():
-    """Sub-command groups that live in their own subpackages."""
-    registrars = []
-    try:
-        from infoprompt.theory.cli import add_theory_commands
+EXTENSIONS = (
+    ("infoprompt.experiments.cli", "add_experiment_commands"),
+    ("infoprompt.analysis.cli", "add_analysis_commands"),
+    ("infoprompt.theory.cli", "add_theory_commands"),
+)
 
-        registrars.append(add_theory_commands)
-    except ImportError:  # the theory subpackage needs SciPy; the rest of the CLI works without it
-        pass
+
+def _extensions():
+    """Sub-command groups that live in their own subpackages (sweep/report, analyze, theory)."""
+    import importlib
+
+    registrars = []
+    for module_name, function in EXTENSIONS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and module_name.startswith(error.name):
+                continue  # that subpackage is not part of this installation
+            raise
+        registrars.append(getattr(module, function))
     return registrars
 
 

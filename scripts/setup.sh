@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Create .venv and install infoprompt with its test tools. Idempotent: a second run installs nothing new.
+# torch is pinned first to the CPU build on this machine's disk; a bare `torch` requirement would
+# otherwise pull a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+python -m pip install --quiet --disable-pip-version-check -e ".[dev]"

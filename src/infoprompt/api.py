@@ -1,0 +1,18 @@
+"""Convenience constructors for the Python API."""
+
+from __future__ import annotations
+
+from infoprompt.backbones import Backbone
+from infoprompt.model import ClassifierConfig, PromptClassifier
+
+
+def make_classifier(
+    backbone: Backbone, task: str, method: str = "infoprompt", n_prompts: int = 4, seed: int = 0, **options: object
+) -> PromptClassifier:
+    """A fresh classifier for ``task`` and ``method`` on ``backbone``.
+
+    ``options`` override :class:`~infoprompt.model.ClassifierConfig` fields (``beta``, ``gamma``, ``n_negatives``,
+    ``template``, ``max_length``, ...); ``seed`` fixes the initialisation.
+    """
+    config = ClassifierConfig(task=task, method=method, backbone=backbone.name, n_prompts=n_prompts, init_seed=seed, **options)
+    return PromptClassifier(backbone, config)

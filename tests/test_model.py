@@ -1,0 +1,96 @@
+"""The classifier across methods × tiny architectures: shapes, frozen encoder, save → load, clear load errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from infoprompt.backbones import load_backbone
+from infoprompt.errors import UserError
+from infoprompt.methods import METHODS
+from infoprompt.model import CONFIG_NAME, WEIGHTS_NAME, PromptClassifier
+from infoprompt.pipeline import RunSpec, build_classifier
+from infoprompt.train import TrainConfig, encode_examples, predict_encoded, train
+
+PROMPT_METHODS = ("infoprompt", "infoprompt-no-head", "infoprompt-no-rep", "infoprompt-ce", "warp", "idpg")
+
+
+def tiny_classifier(backbone, method, n_prompts=4, seed=0):
+    spec = RunSpec(task="sst2", method=method, n_prompts=n_prompts, seed=seed, backbone=backbone.name,
+                   classifier={"max_length": 48})
+    return build_classifier(spec, backbone)
+
+
+@pytest.mark.parametrize("method", PROMPT_METHODS)
+def test_train_save_load_identical_logits(tiny_backbone, method, toy_examples, tmp_path):
+    model = tiny_classifier(tiny_backbone, method)
+    before = {n: p.clone() for n, p in model.encoder.named_parameters()}
+    train(model, toy_examples, None, TrainConfig(epochs=1, batch_size=4, progress=False))
+    assert all(torch.equal(before[n], p) for n, p in model.encoder.named_parameters())  # frozen means frozen
+    model.save_pretrained(tmp_path / "adapter")
+    loaded = PromptClassifier.from_pretrained(tmp_path / "adapter", backbone=tiny_backbone)
+    encoded = encode_examples(model, toy_examples)
+    assert torch.equal(predict_encoded(model, encoded), predict_encoded(loaded, encode_examples(loaded, toy_examples)))
+    saved = json.loads((tmp_path / "adapter" / CONFIG_NAME).read_text())
+    assert saved["method"] == method and saved["backbone_fingerprint"] == tiny_backbone.fingerprint()
+
+
+def test_only_trained_parameters_are_saved(bert_backbone, tmp_path):
+    model = tiny_classifier(bert_backbone, "infoprompt")
+    model.save_pretrained(tmp_path)
+    from safetensors.torch import load_file
+
+    names = set(load_file(str(tmp_path / WEIGHTS_NAME)))
+    assert names == {"prompt.down", "prompt.up", "prompt.bias", "head.weight", "head.bias", "head_mi.critic.weight",
+                     "rep_mi.f_mu.weight", "rep_mi.f_mu.bias", "rep_mi.f_sigma.weight", "rep_mi.f_sigma.bias",
+                     "rep_mi.critic.weight"}
+    counts = model.parameter_counts()
+    assert counts["trainable"] == sum(t.numel() for t in load_file(str(tmp_path / WEIGHTS_NAME)).values())
+    assert counts["frozen"] == sum(p.numel() for p in bert_backbone.model.parameters())
+
+
+def test_method_presets_switch_parts(bert_backbone):
+    ip = tiny_classifier(bert_backbone, "infoprompt")
+    assert ip.head_mi is not None and ip.rep_mi is not None and ip.config.beta == 0.1 and ip.config.gamma == 0.05
+    assert tiny_classifier(bert_backbone, "infoprompt-no-head").head_mi is None
+    assert tiny_classifier(bert_backbone, "infoprompt-no-rep").rep_mi is None
+    warp = tiny_classifier(bert_backbone, "warp")
+    assert warp.prompt.weight.shape == (4, 32) and not warp.needs_features
+    idpg = tiny_classifier(bert_backbone, "idpg")
+    assert idpg.template.parts[:2] == ("<cls>", "<p>") and "<mask>" not in idpg.template.parts
+    assert set(PROMPT_METHODS) <= set(METHODS)
+
+
+def test_loading_onto_a_different_backbone_fails(tiny_model_dirs, bert_backbone, tmp_path):
+    tiny_classifier(bert_backbone, "warp").save_pretrained(tmp_path)
+    other = load_backbone(str(tiny_model_dirs["roberta"]))
+    with pytest.raises(UserError, match="adapter was trained on backbone"):
+        PromptClassifier.from_pretrained(tmp_path, backbone=other)
+
+
+def test_corrupt_or_missing_files_fail_clearly(bert_backbone, tmp_path):
+    tiny_classifier(bert_backbone, "warp").save_pretrained(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "a" / WEIGHTS_NAME).write_bytes(b"not a safetensors file")
+    with pytest.raises(UserError, match="not a readable safetensors file"):
+        PromptClassifier.from_pretrained(tmp_path / "a", backbone=bert_backbone)
+    (tmp_path / "b" / CONFIG_NAME).write_text("{broken")
+    with pytest.raises(UserError, match="not valid JSON"):
+        PromptClassifier.from_pretrained(tmp_path / "b", backbone=bert_backbone)
+    (tmp_path / "b" / CONFIG_NAME).unlink()
+    with pytest.raises(UserError, match="adapter_config.json is missing"):
+        PromptClassifier.from_pretrained(tmp_path / "b", backbone=bert_backbone)
+    with pytest.raises(UserError, match="does not exist"):
+        PromptClassifier.from_pretrained(tmp_path / "nowhere", backbone=bert_backbone)
+
+
+def test_unknown_names_list_valid_ones(bert_backbone):
+    with pytest.raises(UserError, match="unknown method 'wrap'; valid methods: infoprompt"):
+        tiny_classifier(bert_backbone, "wrap")
+    with pytest.raises(UserError, match="unknown backbone 'no-such-model-here'"):
+        load_backbone("no-such-model-here")
+    with pytest.raises(UserError, match="exceeds the 64 positions"):
+        build_classifier(RunSpec(task="sst2", method="warp", classifier={"max_length": 512}), bert_backbone)

@@ -1,0 +1,34 @@
+"""The README's Python example runs as written (with the data and output paths pointed at test locations)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_example() -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"<!-- readme-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
+    assert match, "README.md lost its marked Python example"
+    return match.group(1)
+
+
+def test_readme_commands_are_the_ci_commands():
+    text = README.read_text(encoding="utf-8")
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = "bash scripts/setup.sh && .venv/bin/python -m pytest"
+    assert test_command in text and test_command in ci
+    assert "infoprompt train --task sst2 --method infoprompt --shots 64" in text
+
+
+@pytest.mark.slow
+def test_readme_example_runs(data_dir, tmp_path, capsys):
+    code = readme_example().replace("../shared/data", str(data_dir)).replace("runs/readme-adapter", str(tmp_path / "a"))
+    exec(compile(code, str(README), "exec"), {})
+    printed = capsys.readouterr().out
+    assert "accuracy" in printed and "'label':" in printed
+    assert (tmp_path / "a" / "adapter_model.safetensors").is_file()
