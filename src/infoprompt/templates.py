@@ -6,11 +6,15 @@ A template is a whitespace-separated string of parts:
 * ``<mask>``: the readout slot, whose last-layer state ``Z`` feeds the head;
 * ``<p>``: a place where prompt tokens go (``n_prompts`` tokens are spread over the places, earlier
   places first: 4 prompts over 3 places gives 2, 1, 1);
-* ``{field}``: a text field of the example;
+* ``{field}``: a text field of the example; ``{field:policy}`` also says how truncation may cut it;
 * anything else: literal words, tokenised once.
 
-Truncation shortens only text fields (longest first, from the end), so prompt slots and the readout slot
-always survive. Without a ``<mask>`` part the readout is the ``<cls>`` token.
+Truncation shortens only text fields (longest first), so prompt slots and the readout slot always survive.
+A field's policy says where it loses tokens: ``cut-end`` (the default, as for a plain ``{field}``),
+``cut-start``, ``cut-middle`` (keeps both ends), or ``keep``: such a field is cut only when every other field
+is already empty, from its end. Span-aware tasks use this to cut a sentence around an entity, e.g.
+``<cls> <p> {left:cut-start} <mask> {mention:keep} {right:cut-end} <p> <sep>``.
+Without a ``<mask>`` part the readout is the ``<cls>`` token.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import torch
 
 from infoprompt.errors import UserError
 
-_FIELD = re.compile(r"^\{(\w+)\}$")
+_FIELD = re.compile(r"^\{(\w+)(?::([\w-]+))?\}$")
 SPECIAL_PARTS = ("<cls>", "<sep>", "<mask>", "<p>")
+# Truncation policies of a field part; the first is what a plain ``{field}`` gets.
+CUT_POLICIES = ("cut-end", "cut-start", "cut-middle", "keep")
 
 
 @dataclass(frozen=True)
@@ -43,14 +49,31 @@ class Template:
             raise UserError(f"template {text!r} has more than one <mask> slot")
         if "<mask>" not in parts and "<cls>" not in parts:
             raise UserError(f"template {text!r} needs a <mask> or <cls> part to read the representation from")
+        policies: dict[str, set[str]] = {}
         for part in parts:
             if part.startswith("<") and part.endswith(">") and part not in SPECIAL_PARTS:
                 raise UserError(f"template {text!r}: unknown part {part}; known: {', '.join(SPECIAL_PARTS)}")
+            if m := _FIELD.match(part):
+                policy = m.group(2) or CUT_POLICIES[0]
+                if policy not in CUT_POLICIES:
+                    raise UserError(
+                        f"template {text!r}: unknown truncation policy {policy!r} in {part}; "
+                        f"known: {', '.join(CUT_POLICIES)}"
+                    )
+                policies.setdefault(m.group(1), set()).add(policy)
+        conflicting = sorted(name for name, found in policies.items() if len(found) > 1)
+        if conflicting:
+            raise UserError(f"template {text!r} gives field(s) {', '.join(conflicting)} different truncation policies")
         return cls(text=text, parts=parts)
 
     @property
     def fields(self) -> tuple[str, ...]:
         return tuple(m.group(1) for part in self.parts if (m := _FIELD.match(part)))
+
+    @property
+    def cut_policies(self) -> dict[str, str]:
+        """Truncation policy per field name (``cut-end`` where the template gives none)."""
+        return {m.group(1): m.group(2) or CUT_POLICIES[0] for part in self.parts if (m := _FIELD.match(part))}
 
     @property
     def n_places(self) -> int:
@@ -103,6 +126,7 @@ class TemplateEncoder:
         self.max_length = max_length
         self.truncate = truncate
         self.per_place = template.prompts_per_place(n_prompts)
+        self.policies = template.cut_policies
         for name in ("cls_token_id", "sep_token_id"):
             if getattr(tokenizer, name) is None and f"<{name[:3]}>" in template.parts:
                 raise UserError(f"the tokenizer has no {name[:3]} token, which template {template.text!r} needs")
@@ -150,10 +174,11 @@ class TemplateEncoder:
                     f"{where}: input has {sum(lengths.values()) + self.fixed_length} tokens, more than "
                     f"max_length={self.max_length} (enable truncation or raise --max-length)"
                 )
-            lengths = shorten_longest_first(lengths, budget)
+            lengths = shorten_longest_first(lengths, budget, self.policies)
+        kept = {name: cut(ids, lengths[name], self.policies[name]) for name, ids in field_ids.items()}
         return EncodedPair(
-            prompted=self._build({n: ids[: lengths[n]] for n, ids in field_ids.items()}, with_prompts=True),
-            plain=self._build({n: ids[: lengths[n]] for n, ids in field_ids.items()}, with_prompts=False),
+            prompted=self._build(kept, with_prompts=True),
+            plain=self._build(kept, with_prompts=False),
             truncated=truncated,
         )
 
@@ -194,13 +219,36 @@ class TemplateEncoder:
         )
 
 
-def shorten_longest_first(lengths: dict[str, int], budget: int) -> dict[str, int]:
-    """Cut one token at a time from the currently longest field until the total fits ``budget``."""
+def shorten_longest_first(
+    lengths: dict[str, int], budget: int, policies: dict[str, str] | None = None
+) -> dict[str, int]:
+    """Cut one token at a time from the currently longest field until the total fits ``budget``.
+
+    Fields whose policy is ``keep`` are cut only once every other field is empty.
+    """
     result = dict(lengths)
-    while sum(result.values()) > budget:
-        longest = max(result, key=lambda name: (result[name], name))
-        result[longest] -= 1
+    policies = policies or {}
+    cuttable = [name for name in result if policies.get(name) != "keep"]
+    kept = [name for name in result if policies.get(name) == "keep"]
+    for group in (cuttable, kept):
+        while group and sum(result.values()) > budget:
+            longest = max(group, key=lambda name: (result[name], name))
+            if result[longest] == 0:
+                break
+            result[longest] -= 1
     return result
+
+
+def cut(ids: list[int], length: int, policy: str = "cut-end") -> list[int]:
+    """The ``length`` tokens of ``ids`` that ``policy`` keeps (see the module docstring)."""
+    if length >= len(ids):
+        return list(ids)
+    if policy == "cut-start":
+        return ids[len(ids) - length :]
+    if policy == "cut-middle":
+        head = (length + 1) // 2
+        return ids[:head] + ids[len(ids) - (length - head) :]
+    return ids[:length]  # cut-end, and keep fields as a last resort
 
 
 @dataclass

@@ -11,10 +11,12 @@ from infoprompt.tasks.base import (
     load_split,
     resolve_data_dir,
 )
+from infoprompt.tasks.entity import ENTITY_TASKS
 from infoprompt.tasks.glue import GLUE_TASKS
+from infoprompt.tasks.relation import RELATION_TASKS
 from infoprompt.tasks.sampling import sample_few_shot
 
-TASKS: dict[str, TaskSpec] = {task.name: task for task in GLUE_TASKS}
+TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
 
 
 def register_task(task: TaskSpec) -> None:

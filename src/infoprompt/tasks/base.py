@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from infoprompt.errors import UserError
 
 DATA_DIR_ENV = "INFOPROMPT_DATA_DIR"
+# A split may be a row range of a file, e.g. ``train.jsonl[:-800]`` (SemEval cuts its dev split from train).
+_ROW_RANGE = re.compile(r"^(?P<path>.+)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]$")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class TaskSpec:
         label_words: per label, words whose embeddings may initialise the head row (verbalizer init).
         metrics: metric names, primary first (see :mod:`infoprompt.metrics`).
         template: default template string (see :mod:`infoprompt.templates`).
-        splits: split name -> file path relative to the data directory.
+        splits: split name -> file path relative to the data directory, optionally followed by a Python
+            slice of the file's examples, e.g. ``"semeval2010_task8/train.jsonl[-800:]"``.
         reader: function reading one split file into examples.
         train_split / eval_split: which of ``splits`` trains and which evaluates.
         positive_label: the class that counts as positive for F1.
@@ -90,16 +94,26 @@ def load_split(task: TaskSpec, split: str, data_dir: str | os.PathLike[str] | No
     """Read one split of ``task`` from the data directory, checking every label."""
     if split not in task.splits:
         raise UserError(f"task {task.name} has no split {split!r}; splits: {', '.join(task.splits)}")
-    path = resolve_data_dir(data_dir) / task.splits[split]
+    location, rows = split_location(task.splits[split])
+    path = resolve_data_dir(data_dir) / location
     if not path.is_file():
         raise UserError(f"data file {path} for task {task.name} ({split}) not found")
-    examples = task.reader(path)
+    examples = task.reader(path)[rows]
     for example in examples:
         if example.label is not None:
             task.label_index(example.label, where=example.source)
     if not examples:
         raise UserError(f"data file {path} holds no examples")
     return examples
+
+
+def split_location(entry: str) -> tuple[str, slice]:
+    """A ``splits`` entry as (file path, slice of its examples); the whole file unless a range is given."""
+    match = _ROW_RANGE.match(entry)
+    if match is None:
+        return entry, slice(None)
+    start, stop = (int(value) if value else None for value in (match["start"], match["stop"]))
+    return match["path"], slice(start, stop)
 
 
 def load_hub_split(task: TaskSpec, split: str) -> list[Example]:
