@@ -23,6 +23,10 @@ class MethodPreset:
         lr: default learning rate.
         train_encoder: every encoder weight is trained (fine-tuning).
         description: one line for ``infoprompt methods``.
+        kind: which model and trainer run the method: ``"classifier"`` (:class:`~infoprompt.model.PromptClassifier`
+            trained by :func:`~infoprompt.train.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
+            ``"linear-probe"`` (logistic regression on frozen pooled embeddings); see :mod:`infoprompt.baselines`.
+        adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
     """
 
     name: str
@@ -35,6 +39,8 @@ class MethodPreset:
     lr: float
     train_encoder: bool = False
     description: str = ""
+    kind: str = "classifier"
+    adapter_size: int = 0
 
     @property
     def uses_features(self) -> bool:
@@ -59,6 +65,12 @@ METHODS: dict[str, MethodPreset] = {
                      description="IDPG: generated prompts prepended after [CLS], head on [CLS]"),
         MethodPreset("finetune", None, "none", "mask", 0.0, 0.0, True, 2e-5, train_encoder=True,
                      description="full fine-tuning of the encoder, head on [MASK]"),
+        MethodPreset("adapter", None, "none", "mask", 0.0, 0.0, True, 1e-3, adapter_size=64,
+                     description="bottleneck adapters (64) after every transformer layer, head on [MASK]"),
+        MethodPreset("linear-probe", None, "none", "cls", 0.0, 0.0, False, 0.0, kind="linear-probe",
+                     description="logistic regression on frozen mean-pooled embeddings (lr unused)"),
+        MethodPreset("peft-prompt-tuning", "static", "prepend", "cls", 0.0, 0.0, False, 1e-3, kind="peft",
+                     description="Hugging Face peft PromptTuningConfig on AutoModelForSequenceClassification"),
     )
 }
 

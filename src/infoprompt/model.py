@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.baselines.bottleneck import BottleneckAdapters
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
 from infoprompt.methods import MethodPreset, get_method
@@ -116,10 +117,15 @@ class ClassifierConfig:
 
 
 def default_template(task: TaskSpec, preset: MethodPreset) -> str:
+    template = Template.parse(task.template)
     if preset.placement == "prepend":
+        if any(":" in part for part in template.parts):
+            # Span tasks split one sentence into fields with truncation policies: keep that text as it is.
+            # There the mask marks where the entity is; IDPG reads [CLS], so a literal "@" keeps the mark.
+            kept = ["@" if part == "<mask>" else part for part in template.parts if part not in ("<p>", "<cls>")]
+            return " ".join(["<cls>", "<p>", *kept])
         fields = " <sep> ".join(f"{{{name}}}" for name in task.fields)
         return f"<cls> <p> {fields} <sep>"
-    template = Template.parse(task.template)
     if preset.placement == "none":
         template = template.without_prompts()
     if preset.readout == "cls":
@@ -153,6 +159,11 @@ class PromptClassifier(nn.Module):
         super().__init__()
         self.task = get_task(config.task)
         self.preset = get_method(config.method)
+        if self.preset.kind != "classifier":
+            raise UserError(
+                f"method {self.preset.name} is not a PromptClassifier method; build it with "
+                "infoprompt.pipeline.build_classifier or infoprompt.baselines.build_model"
+            )
         config = config.resolved(self.task, self.preset)
         if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
             raise UserError(
@@ -190,6 +201,11 @@ class PromptClassifier(nn.Module):
                 self._verbalizer_init()
             self.head_mi = HeadMI(hidden, config.head_summary) if config.gamma > 0 else None
             self.rep_mi = RepresentationMI(hidden) if config.beta > 0 else None
+            # Created last so that methods without adapters draw exactly the same initial parameters as before.
+            self.adapters = (
+                BottleneckAdapters.for_encoder(self.encoder, hidden, self.preset.adapter_size)
+                if self.preset.adapter_size else None
+            )
         if self.preset.train_encoder:
             self.encoder.requires_grad_(True)
 
@@ -237,11 +253,15 @@ class PromptClassifier(nn.Module):
             self.encoder.eval()  # frozen means no dropout either
         return self
 
-    def encode_states(self, batch: Batch, prompts: torch.Tensor | None) -> torch.Tensor:
+    def encode_states(self, batch: Batch, prompts: torch.Tensor | None, adapted: bool = True) -> torch.Tensor:
+        """Last-layer states; ``adapted=False`` skips the bottleneck adapters (the frozen no-prompt pass)."""
         embeddings = self.backbone.input_embeddings(batch.input_ids)
         if prompts is not None:
             embeddings = insert_prompts(embeddings, prompts, batch.prompt_positions)
-        return self.encoder(inputs_embeds=embeddings, attention_mask=batch.attention_mask).last_hidden_state
+        if self.adapters is None or not adapted:
+            return self.encoder(inputs_embeds=embeddings, attention_mask=batch.attention_mask).last_hidden_state
+        with self.adapters.attached(self.encoder):
+            return self.encoder(inputs_embeds=embeddings, attention_mask=batch.attention_mask).last_hidden_state
 
     @staticmethod
     def readout(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -250,7 +270,7 @@ class PromptClassifier(nn.Module):
     def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The no-prompt pass: pooled ``P'`` (prompt-generator input) and ``Z'`` (readout state)."""
         with torch.no_grad():
-            states = self.encode_states(plain, None)
+            states = self.encode_states(plain, None, adapted=False)
             if self.config.pooling == "cls":
                 pooled = states[:, 0]
             else:
@@ -325,9 +345,8 @@ class PromptClassifier(nn.Module):
         weights_path = directory / WEIGHTS_NAME
         if not directory.is_dir():
             raise UserError(f"adapter directory {directory} does not exist")
-        for path in (config_path, weights_path):
-            if not path.is_file():
-                raise UserError(f"adapter file {path} is missing")
+        if not config_path.is_file():
+            raise UserError(f"adapter file {config_path} is missing")
         try:
             data = json.loads(config_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -335,8 +354,15 @@ class PromptClassifier(nn.Module):
         if not isinstance(data, dict):
             raise UserError(f"{config_path}: expected a JSON object")
         config = ClassifierConfig.from_json(data, str(config_path))
+        kind = get_method(config.method).kind
+        if kind == "classifier" and not weights_path.is_file():
+            raise UserError(f"adapter file {weights_path} is missing")
         if backbone is None:
             backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+        if kind != "classifier":
+            from infoprompt.baselines import load_model  # peft / linear-probe adapters share this config file
+
+            return load_model(directory, config, backbone)
         model = cls(backbone, config)
         try:
             state = load_file(str(weights_path))

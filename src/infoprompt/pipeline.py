@@ -14,11 +14,12 @@ import transformers
 
 import infoprompt
 from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.baselines import build_model, fit_function
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, staged_directory
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
-from infoprompt.train import TrainConfig, train
+from infoprompt.train import TrainConfig, distributed_context
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"
@@ -66,6 +67,7 @@ def read_split(task: TaskSpec, split: str, data_dir: str | None, source: str) ->
 
 
 def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
+    """The model of ``spec.method``: a PromptClassifier, or a baseline of another kind (peft, linear-probe)."""
     known = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"task", "method", "backbone", "n_prompts", "init_seed"}
     unknown = sorted(set(spec.classifier) - known)
     if unknown:
@@ -74,7 +76,7 @@ def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
         task=spec.task, method=spec.method, backbone=spec.backbone, n_prompts=spec.n_prompts,
         init_seed=spec.seed, **spec.classifier,
     )
-    return PromptClassifier(backbone, config)
+    return build_model(backbone, config)
 
 
 def environment() -> dict[str, object]:
@@ -97,15 +99,19 @@ def run_training(
     seed, backbone, metrics, timings and parameter counts.
     """
     task = get_task(spec.task)
+    fit = fit_function(spec.method)
+    ddp = distributed_context()
+    if not ddp.is_main:
+        out = None  # under accelerate launch only the main process writes the run directory
     train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
     eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
-    sample = sample_few_shot(train_split, spec.shots, spec.seed)
+    sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels)
     if backbone is None:
         backbone = load_backbone(spec.backbone, cache_dir=spec.cache_dir)
     model = build_classifier(spec, backbone)
 
     def execute(directory: Path | None) -> dict[str, object]:
-        result = train(model, sample, eval_split, spec.training, log_path=directory / LOG_NAME if directory else None)
+        result = fit(model, sample, eval_split, spec.training, log_path=directory / LOG_NAME if directory else None)
         labels = [e.label for e in sample]
         record = {
             "task": spec.task,
@@ -123,6 +129,7 @@ def run_training(
             "train_label_counts": {label: labels.count(label) for label in task.labels},
             "truncated_train": result["truncated_train"],
             "steps": result["steps"],
+            "world_size": result.get("world_size", ddp.world_size),
             "lr": result["lr"],
             "last_losses": result["last_losses"],
             "timings": result["timings"],

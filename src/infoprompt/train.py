@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,6 +68,45 @@ class EncodedSet:
         return len(self.pairs)
 
 
+@dataclass(frozen=True)
+class Distributed:
+    """This process's place in a multi-process run (``accelerate launch``, ``torchrun``); one process otherwise.
+
+    Each process takes an interleaved share of every batch; gradients, loss terms, cached features and
+    predictions are summed across processes, so every process holds the same model and the same metrics.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def share(self, items: list[int]) -> list[int]:
+        return items[self.rank :: self.world_size] if self.active else items
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.active:
+            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
+        return tensor
+
+
+def distributed_context() -> Distributed:
+    """Join the process group a launcher announced through ``WORLD_SIZE``/``RANK`` (else a single process)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Distributed()
+    if not torch.distributed.is_initialized():
+        from accelerate import PartialState
+
+        PartialState()  # initialises torch.distributed with the launcher's settings (gloo on CPU, nccl on GPU)
+    return Distributed(rank=torch.distributed.get_rank(), world_size=torch.distributed.get_world_size())
+
+
 def encode_examples(model: PromptClassifier, examples: Sequence[Example]) -> EncodedSet:
     pairs = model.template_encoder.encode_many([e.fields for e in examples], [e.source for e in examples])
     if all(e.label is not None for e in examples):
@@ -92,21 +132,26 @@ def length_sorted(encoded: EncodedSet) -> list[int]:
     return sorted(range(len(encoded)), key=lambda i: len(encoded.pairs[i].prompted.input_ids))
 
 
-def cache_features(model: PromptClassifier, encoded: EncodedSet, batch_size: int, progress: bool = False) -> None:
+def cache_features(
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int, progress: bool = False, ddp: Distributed | None = None
+) -> None:
     """Run the frozen no-prompt pass once per example and keep ``P'`` and ``Z'`` on ``encoded``."""
     if not model.needs_features or encoded.pooled is not None:
         return
+    ddp = ddp or Distributed()
     hidden = model.backbone.hidden_size
-    pooled = torch.empty(len(encoded), hidden)
-    z_plain = torch.empty(len(encoded), hidden)
+    allocate = torch.zeros if ddp.active else torch.empty  # summed across processes: untouched rows must be 0
+    pooled = allocate(len(encoded), hidden)
+    z_plain = allocate(len(encoded), hidden)
     was_training = model.training
     model.eval()
-    for chunk in tqdm(batches(length_sorted(encoded), batch_size), desc="no-prompt features", disable=not progress, leave=False):
+    chunks = ddp.share(batches(length_sorted(encoded), batch_size))
+    for chunk in tqdm(chunks, desc="no-prompt features", disable=not progress, leave=False):
         batch = collate([encoded.pairs[i].plain for i in chunk], pad_id(model))
         p, z = model.plain_features(batch)
         pooled[chunk], z_plain[chunk] = p, z
     model.train(was_training)
-    encoded.pooled, encoded.z_plain = pooled, z_plain
+    encoded.pooled, encoded.z_plain = ddp.sum_(pooled), ddp.sum_(z_plain)
 
 
 def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -122,23 +167,31 @@ def prompted_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int
 
 
 @torch.no_grad()
-def predict_encoded(model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False) -> torch.Tensor:
-    """Class probabilities (N, C) in input order."""
+def predict_encoded(
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    ddp: Distributed | None = None,
+) -> torch.Tensor:
+    """Class probabilities (N, C) in input order (batches split over processes when ``ddp`` is active)."""
+    ddp = ddp or Distributed()
     was_training = model.training
     model.eval()
-    probabilities = torch.empty(len(encoded), len(model.config.labels))
-    for chunk in tqdm(batches(length_sorted(encoded), batch_size), desc="predict", disable=not progress, leave=False):
+    probabilities = (torch.zeros if ddp.active else torch.empty)(len(encoded), len(model.config.labels))
+    chunks = ddp.share(batches(length_sorted(encoded), batch_size))
+    for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
         pooled, _ = features_for(model, encoded, chunk)
         logits, _, _ = model(prompted_batch(model, encoded, chunk), pooled)
         probabilities[chunk] = logits.float().softmax(-1)
     model.train(was_training)
-    return probabilities
+    return ddp.sum_(probabilities)
 
 
-def evaluate_encoded(model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False) -> dict[str, float]:
+def evaluate_encoded(
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    ddp: Distributed | None = None,
+) -> dict[str, float]:
     if encoded.labels is None:
         raise UserError("evaluation needs labelled examples")
-    predicted = predict_encoded(model, encoded, batch_size, progress).argmax(-1)
+    predicted = predict_encoded(model, encoded, batch_size, progress, ddp).argmax(-1)
     task = model.task
     return compute_metrics(task.metrics, encoded.labels.tolist(), predicted.tolist(), model.config.labels, task.positive_label)
 
@@ -159,6 +212,37 @@ def predict(model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_siz
         {"label": labels[int(row.argmax())], "probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
         for row in probabilities
     ]
+
+
+def _distributed_backward(
+    model: PromptClassifier, train_set: EncodedSet, chunk: list[int], ddp: Distributed,
+    parameters: list[torch.nn.Parameter], generator: torch.Generator,
+) -> dict[str, float]:
+    """This process's share of one batch: backward of its loss weighted by its share, then the gradients
+    summed over processes, which gives every process the gradient of the whole batch's mean loss."""
+    mine = ddp.share(chunk)
+    weight = len(mine) / len(chunk)
+    values = torch.zeros(5)
+    if mine:
+        pooled, z_plain = features_for(model, train_set, mine)
+        terms = model.losses(prompted_batch(model, train_set, mine), train_set.labels[mine], pooled, z_plain, generator)
+        (terms.total * weight).backward()
+        values = torch.tensor([float(v.detach()) for v in (terms.total, terms.pred, terms.rep, terms.head, terms.kl)]) * weight
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
+    flat = ddp.sum_(torch.cat([g.reshape(-1) for g in grads] + [values]))
+    offset = 0
+    for p, g in zip(parameters, grads, strict=True):
+        p.grad = flat[offset : offset + g.numel()].view_as(g).clone()
+        offset += g.numel()
+    return dict(zip(("total", "pred", "rep", "head", "kl"), flat[offset:].tolist(), strict=True))
+
+
+def _broadcast_parameters(parameters: list[torch.nn.Parameter], ddp: Distributed) -> None:
+    """Make every process hold the main process's values (guards against any drift in initialisation)."""
+    if ddp.active:
+        with torch.no_grad():
+            for p in parameters:
+                torch.distributed.broadcast(p.data, src=0)
 
 
 class JsonlLog:
@@ -184,23 +268,33 @@ def train(
     config: TrainConfig | None = None,
     log_path: Path | None = None,
 ) -> dict[str, object]:
-    """Train ``model`` in place; returns final eval metrics, timings and the last loss terms."""
+    """Train ``model`` in place; returns final eval metrics, timings and the last loss terms.
+
+    Under ``accelerate launch --num_processes N`` (or ``torchrun``) the N processes split every batch and
+    all-reduce gradients; only the main process writes ``log_path``.
+    """
     config = config or TrainConfig()
     started = time.perf_counter()
+    ddp = distributed_context()
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
+    order_generator = generator
+    if ddp.active:
+        # Every process must draw the same batch order; the sampling noise (negatives, z) differs per process.
+        generator = torch.Generator().manual_seed(config.seed + 7919 * (ddp.rank + 1))
     train_set = encode_examples(model, train_examples)
     if train_set.labels is None:
         raise UserError("training examples must all be labelled")
     eval_set = encode_examples(model, eval_examples) if eval_examples else None
 
     cache_started = time.perf_counter()
+    progress = config.progress and ddp.is_main
     if config.feature_cache:
-        cache_features(model, train_set, config.eval_batch_size, config.progress)
+        cache_features(model, train_set, config.eval_batch_size, progress, ddp)
     cache_seconds = time.perf_counter() - cache_started
     periodic = config.eval_every or config.eval_every_epochs
     if eval_set is not None and config.feature_cache and periodic:
-        cache_features(model, eval_set, config.eval_batch_size, config.progress)
+        cache_features(model, eval_set, config.eval_batch_size, progress, ddp)
     periodic_set = eval_set
     if eval_set is not None and config.eval_subset and len(eval_set) > config.eval_subset:
         n = config.eval_subset
@@ -212,12 +306,13 @@ def train(
 
     lr = config.lr if config.lr is not None else model.preset.lr
     parameters = [p for p in model.parameters() if p.requires_grad]
+    _broadcast_parameters(parameters, ddp)
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=config.weight_decay)
     steps_per_epoch = (len(train_set) + config.batch_size - 1) // config.batch_size
     total_steps = steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
-    log = JsonlLog(log_path)
+    log = JsonlLog(log_path if ddp.is_main else None)
     step, eval_seconds, last = 0, 0.0, {}
 
     def periodic_eval(epoch: int) -> None:
@@ -225,29 +320,34 @@ def train(
         if periodic_set is None:
             return
         t0 = time.perf_counter()
-        metrics = evaluate_encoded(model, periodic_set, config.eval_batch_size)
+        metrics = evaluate_encoded(model, periodic_set, config.eval_batch_size, ddp=ddp)
         eval_seconds += time.perf_counter() - t0
         log.write({"type": "eval", "step": step, "epoch": epoch, "n_eval": len(periodic_set), **metrics})
 
     model.train()
     train_started = time.perf_counter()
-    bar = tqdm(total=total_steps, desc=f"train {model.config.method}", disable=not config.progress)
+    bar = tqdm(total=total_steps, desc=f"train {model.config.method}", disable=not progress)
     for epoch in range(config.epochs):
         if step >= total_steps:
             break
-        order = torch.randperm(len(train_set), generator=generator).tolist()
+        order = torch.randperm(len(train_set), generator=order_generator).tolist()
         for chunk in batches(order, config.batch_size):
             if step >= total_steps:
                 break
-            pooled, z_plain = features_for(model, train_set, chunk)
-            terms = model.losses(prompted_batch(model, train_set, chunk), train_set.labels[chunk], pooled, z_plain, generator)
-            optimizer.zero_grad(set_to_none=True)
-            terms.total.backward()
+            if ddp.active:
+                optimizer.zero_grad(set_to_none=True)
+                last = _distributed_backward(model, train_set, chunk, ddp, parameters, generator)
+            else:
+                pooled, z_plain = features_for(model, train_set, chunk)
+                terms = model.losses(prompted_batch(model, train_set, chunk), train_set.labels[chunk], pooled, z_plain, generator)
+                optimizer.zero_grad(set_to_none=True)
+                terms.total.backward()
             if config.grad_clip:
                 torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
             optimizer.step()
             step += 1
-            last = terms.as_floats()
+            if not ddp.active:
+                last = terms.as_floats()
             log.write({"type": "step", "step": step, "epoch": epoch + 1, "lr": lr, **{f"loss_{k}": v for k, v in last.items()}})
             bar.update(1)
             bar.set_postfix(loss=f"{last['total']:.3f}")
@@ -256,6 +356,7 @@ def train(
         if not config.eval_every and config.eval_every_epochs and (epoch + 1) % config.eval_every_epochs == 0:
             periodic_eval(epoch + 1)
     bar.close()
+    _broadcast_parameters(parameters, ddp)
     train_seconds = time.perf_counter() - train_started - eval_seconds
 
     final: dict[str, float] = {}
@@ -263,8 +364,8 @@ def train(
     if eval_set is not None:
         t0 = time.perf_counter()
         if config.feature_cache:
-            cache_features(model, eval_set, config.eval_batch_size)
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress)
+            cache_features(model, eval_set, config.eval_batch_size, ddp=ddp)
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp)
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": step, "n_eval": len(eval_set), **final})
     log.close()
@@ -277,6 +378,7 @@ def train(
         "n_eval": len(eval_set) if eval_set is not None else 0,
         "truncated_train": sum(p.truncated for p in train_set.pairs),
         "lr": lr,
+        "world_size": ddp.world_size,
         "timings": {
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,

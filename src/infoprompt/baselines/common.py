@@ -1,0 +1,139 @@
+"""What the non-PromptClassifier baselines share: config resolution, plain template, adapter files, CE loss."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from infoprompt.backbones import Backbone
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
+from infoprompt.methods import get_method
+from infoprompt.model import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, ClassifierConfig, LossTerms
+from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.templates import Batch, Template, TemplateEncoder
+
+
+def plain_template(task: TaskSpec) -> str:
+    """The task's template without prompt or mask slots: ``<p>`` dropped, ``<mask>`` turned into ``<sep>``.
+
+    GLUE gives the tokenizer's usual layouts (``<cls> A <sep>``, ``<cls> A <sep> B <sep>``); span tasks keep
+    their field order, truncation policies and literal markers, with a separator where the readout was.
+    """
+    parts: list[str] = []
+    for part in Template.parse(task.template).parts:
+        part = "<sep>" if part == "<mask>" else part
+        if part == "<p>" or (part == "<sep>" and parts and parts[-1] == "<sep>"):
+            continue
+        parts.append(part)
+    if "<cls>" not in parts:
+        parts.insert(0, "<cls>")
+    if parts[-1] != "<sep>":
+        parts.append("<sep>")
+    return " ".join(parts)
+
+
+class BaselineModel(nn.Module):
+    """Base of the baselines; it offers the interface :mod:`infoprompt.train` and the pipeline use.
+
+    ``config`` is a :class:`~infoprompt.model.ClassifierConfig` (so adapters of every method share one
+    ``adapter_config.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.
+    ``template_encoder`` encodes inputs without prompt slots; ``reserved`` positions stay free for prompts
+    that the baseline adds itself (PEFT prepends its virtual tokens).
+    """
+
+    needs_features = False
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig, reserved: int = 0):
+        super().__init__()
+        self.task = get_task(config.task)
+        self.preset = get_method(config.method)
+        if config.template is None:
+            config = dataclasses.replace(config, template=plain_template(self.task))
+        config = config.resolved(self.task, self.preset)
+        if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
+            raise UserError(
+                f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
+                f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
+            )
+        config.backbone_fingerprint = backbone.fingerprint()
+        if config.max_length + reserved > backbone.max_positions:
+            raise UserError(
+                f"max_length={config.max_length} plus {reserved} prompt token(s) exceeds the "
+                f"{backbone.max_positions} positions of backbone {backbone.name!r}"
+            )
+        self.config = config
+        self.backbone = backbone
+        template = Template.parse(config.template)
+        if "<p>" in template.parts:
+            raise UserError(f"method {config.method} adds its own prompts; template {config.template!r} must have no <p>")
+        missing = [name for name in template.fields if name not in self.task.fields]
+        if missing:
+            raise UserError(f"template {config.template!r} names field(s) {missing} that task {self.task.name} lacks")
+        self.template_encoder = TemplateEncoder(backbone.tokenizer, template, 0, config.max_length, config.truncate)
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, None]:
+        raise NotImplementedError
+
+    def losses(
+        self,
+        batch: Batch,
+        labels: torch.Tensor,
+        pooled: torch.Tensor | None = None,
+        z_plain: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> LossTerms:
+        logits, _, _ = self(batch, pooled)
+        pred = nn.functional.cross_entropy(logits, labels)
+        zero = pred.new_zeros(())
+        return LossTerms(total=pred, pred=pred, rep=zero, head=zero, kl=zero)
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
+
+    def parameter_counts(self) -> dict[str, int]:
+        # A module shared twice (PEFT keeps the original head beside its trained copy) is counted once.
+        unique = {id(p): p for p in self.parameters()}.values()
+        trainable = sum(p.numel() for p in unique if p.requires_grad)
+        total = sum(p.numel() for p in unique)
+        return {"trainable": trainable, "frozen": total - trainable, "total": total}
+
+
+def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:
+    """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``adapter_config.json`` atomically."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if state is not None:
+        tmp = directory / f".{WEIGHTS_NAME}.writing"
+        save_file(state, str(tmp), metadata={"format": "pt", "infoprompt_format": str(FORMAT_VERSION)})
+        atomic_write_bytes(directory / WEIGHTS_NAME, tmp.read_bytes())
+        tmp.unlink()
+    atomic_write_json(directory / CONFIG_NAME, config.to_json())
+
+
+def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Read ``adapter_model.safetensors`` and check its names and shapes against ``expected``."""
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+    return state
+
+
+def mean_pool(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    mask = attention_mask.unsqueeze(-1).to(states.dtype)
+    return (states * mask).sum(1) / mask.sum(1)

@@ -1,0 +1,160 @@
+"""``linear-probe``: logistic regression on frozen, mean-pooled embeddings of the plain input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from torch import nn
+
+from infoprompt.backbones import Backbone
+from infoprompt.baselines.common import BaselineModel, mean_pool, read_weights, write_adapter
+from infoprompt.errors import UserError
+from infoprompt.model import ClassifierConfig
+from infoprompt.tasks import Example
+from infoprompt.templates import Batch, collate
+
+# Inverse L2 strength of the logistic regression: scikit-learn's default, left untuned (no eval-split tuning).
+REGULARISATION_C = 1.0
+MAX_ITER = 2000
+
+
+class LinearProbe(BaselineModel):
+    """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state).
+
+    The head is fitted by logistic regression (:func:`fit_linear_probe`), then lives as an ordinary
+    ``nn.Linear`` so evaluation and prediction run through :mod:`infoprompt.train` like every other method.
+    """
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig):
+        super().__init__(backbone, config)
+        self.encoder = backbone.model  # registered so parameter counts include the frozen encoder
+        self.head = nn.Linear(backbone.hidden_size, len(self.config.labels))
+        with torch.no_grad():
+            self.head.weight.zero_()
+            self.head.bias.zero_()
+
+    def train(self, mode: bool = True) -> LinearProbe:
+        super().train(mode)
+        self.encoder.eval()  # frozen: no dropout, deterministic features
+        return self
+
+    @torch.no_grad()
+    def features(self, batch: Batch) -> torch.Tensor:
+        states = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        if self.config.pooling == "cls":
+            return states[:, 0]
+        return mean_pool(states, batch.attention_mask)
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """Logits (B, C) and the pooled features (B, D)."""
+        features = self.features(batch)
+        return self.head(features), features, None
+
+    def set_head(self, weight: np.ndarray, bias: np.ndarray) -> None:
+        with torch.no_grad():
+            self.head.weight.copy_(torch.as_tensor(weight, dtype=self.head.weight.dtype))
+            self.head.bias.copy_(torch.as_tensor(bias, dtype=self.head.bias.dtype))
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        write_adapter(Path(directory), self.trainable_state(), self.config)
+
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> LinearProbe:
+        model = cls(backbone, config)
+        model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
+        return model.eval()
+
+
+def head_from_sklearn(classifier: LogisticRegression, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a linear head whose softmax equals ``predict_proba`` (binary and multinomial alike).
+
+    Classes missing from the training sample get a very low bias, so they are never predicted.
+    """
+    dim = classifier.coef_.shape[1]
+    weight = np.zeros((n_classes, dim))
+    bias = np.full(n_classes, -1e4)
+    classes = [int(c) for c in classifier.classes_]
+    if len(classes) == 2:
+        # scikit-learn keeps one row w for P(second class) = sigmoid(w·x + b): logits 0 and w·x + b.
+        bias[classes[0]] = 0.0
+        weight[classes[1]], bias[classes[1]] = classifier.coef_[0], classifier.intercept_[0]
+    else:
+        for row, c in enumerate(classes):
+            weight[c], bias[c] = classifier.coef_[row], classifier.intercept_[row]
+    return weight, bias
+
+
+def fit_linear_probe(
+    model: LinearProbe,
+    train_examples: Sequence[Example],
+    eval_examples: Sequence[Example] | None = None,
+    config=None,
+    log_path: Path | None = None,
+) -> dict[str, object]:
+    """Fit the head by logistic regression; returns the same result dict as :func:`infoprompt.train.train`."""
+    from infoprompt.train import (
+        JsonlLog,
+        TrainConfig,
+        batches,
+        encode_examples,
+        evaluate_encoded,
+        length_sorted,
+        pad_id,
+    )
+
+    config = config or TrainConfig()
+    started = time.perf_counter()
+    train_set = encode_examples(model, train_examples)
+    if train_set.labels is None:
+        raise UserError("training examples must all be labelled")
+    model.eval()
+    features = torch.empty(len(train_set), model.backbone.hidden_size)
+    for chunk in batches(length_sorted(train_set), config.eval_batch_size):
+        features[chunk] = model.features(collate([train_set.pairs[i].prompted for i in chunk], pad_id(model)))
+    cache_seconds = time.perf_counter() - started
+
+    fit_started = time.perf_counter()
+    labels = train_set.labels.numpy()
+    classifier = LogisticRegression(C=REGULARISATION_C, max_iter=MAX_ITER, random_state=config.seed)
+    if len(np.unique(labels)) < 2:
+        raise UserError("a linear probe needs training examples of at least two classes")
+    classifier.fit(features.numpy().astype(np.float64), labels)
+    model.set_head(*head_from_sklearn(classifier, len(model.config.labels)))
+    fit_seconds = time.perf_counter() - fit_started
+    with torch.no_grad():
+        train_loss = float(nn.functional.cross_entropy(model.head(features), train_set.labels))
+    iterations = int(np.max(classifier.n_iter_))
+    log = JsonlLog(log_path)
+    log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": REGULARISATION_C})
+
+    final: dict[str, float] = {}
+    final_seconds = 0.0
+    eval_set = encode_examples(model, eval_examples) if eval_examples else None
+    if eval_set is not None:
+        t0 = time.perf_counter()
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress)
+        final_seconds = time.perf_counter() - t0
+        log.write({"type": "final_eval", "step": iterations, "n_eval": len(eval_set), **final})
+    log.close()
+    return {
+        "metrics": final,
+        "steps": iterations,
+        "last_losses": {"total": train_loss, "pred": train_loss, "rep": 0.0, "head": 0.0, "kl": 0.0},
+        "n_train": len(train_set),
+        "n_eval": len(eval_set) if eval_set is not None else 0,
+        "truncated_train": sum(p.truncated for p in train_set.pairs),
+        "lr": None,
+        "timings": {
+            "total_s": time.perf_counter() - started,
+            "feature_cache_s": cache_seconds,
+            "train_s": fit_seconds,
+            "periodic_eval_s": 0.0,
+            "final_eval_s": final_seconds,
+            "step_s": 0.0,
+        },
+    }

@@ -1,0 +1,93 @@
+"""``peft-prompt-tuning``: the Hugging Face ``peft`` library's prompt tuning on a sequence-classification model."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from peft import PeftModel, PromptTuningConfig, PromptTuningInit, TaskType, get_peft_model
+from transformers import AutoModelForSequenceClassification, PreTrainedModel
+
+from infoprompt.backbones import Backbone
+from infoprompt.baselines.common import BaselineModel, write_adapter
+from infoprompt.errors import UserError
+from infoprompt.model import ClassifierConfig
+from infoprompt.templates import Batch
+
+PEFT_DIR = "peft"
+
+
+def sequence_classifier(backbone: Backbone, labels: tuple[str, ...], seed: int) -> PreTrainedModel:
+    """``AutoModelForSequenceClassification`` whose encoder *is* the (frozen, shared) backbone model.
+
+    Only the classification head is new (seeded); reusing the loaded encoder keeps one copy of its weights
+    per process instead of reading the checkpoint again for every run.
+    """
+    config = copy.deepcopy(backbone.model.config)
+    config.num_labels = len(labels)
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = AutoModelForSequenceClassification.from_config(config)
+    except ValueError as error:
+        raise UserError(f"backbone {backbone.name!r} has no sequence-classification model in transformers ({error})") from None
+    setattr(model, model.base_model_prefix, backbone.model)
+    return model.eval()
+
+
+class PeftPromptClassifier(BaselineModel):
+    """Soft prompt tuning exactly as ``peft`` does it: ``n_prompts`` virtual tokens prepended to the input
+    embeddings (before ``[CLS]``), the model's own sequence-classification head, both trained, the encoder
+    frozen. ``peft``'s prompt init ``SAMPLE_VOCAB`` starts the prompts at random token embeddings (as WARP's
+    are). In training mode the encoder's dropout is on, as in every ``peft`` training script.
+
+    Saved as our ``adapter_config.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
+    which ``PeftModel.from_pretrained`` can also load directly.
+    """
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig, peft_dir: Path | None = None):
+        super().__init__(backbone, config, reserved=config.n_prompts)
+        base = sequence_classifier(backbone, self.config.labels, self.config.init_seed)
+        if peft_dir is None:
+            peft_config = PromptTuningConfig(
+                task_type=TaskType.SEQ_CLS,
+                num_virtual_tokens=self.config.n_prompts,
+                prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
+                base_model_name_or_path=backbone.name,
+            )
+            with torch.random.fork_rng():
+                torch.manual_seed(self.config.init_seed)
+                self.peft = get_peft_model(base, peft_config)
+        else:
+            self.peft = PeftModel.from_pretrained(base, str(peft_dir), is_trainable=False)
+        self.peft.eval()
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, None, None]:
+        """Logits (B, C); no readout state or prompt tensor is exposed."""
+        output = self.peft(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        return output.logits, None, None
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = directory / f".{PEFT_DIR}.writing"
+        if staging.exists():
+            shutil.rmtree(staging)
+        self.peft.save_pretrained(str(staging))
+        final = directory / PEFT_DIR
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+        write_adapter(directory, None, self.config)
+
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PeftPromptClassifier:
+        peft_dir = directory / PEFT_DIR
+        if not (peft_dir / "adapter_config.json").is_file():
+            raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
+        return cls(backbone, config, peft_dir=peft_dir)

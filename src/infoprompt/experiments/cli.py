@@ -1,0 +1,116 @@
+"""The ``infoprompt sweep`` and ``infoprompt report`` sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _csv(value: str) -> list[str]:
+    items = [item.strip() for item in value.replace(",", " ").split()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Grid values given on the command line; they replace the grid file's in every block."""
+    overrides: dict[str, Any] = {}
+    for axis in ("tasks", "methods", "shots", "n_prompts", "seeds"):
+        if getattr(args, axis) is not None:
+            overrides[axis] = getattr(args, axis)
+    for name in ("backbone", "data_dir", "cache_dir", "source"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    training = {name: getattr(args, name) for name in ("epochs", "batch_size", "max_steps", "eval_every_epochs")
+                if getattr(args, name) is not None}
+    if args.no_feature_cache:
+        training["feature_cache"] = False
+    if training:
+        overrides["training"] = training
+    return overrides
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import torch
+
+    from infoprompt.experiments.grid import load_cells, parse_shard, shard
+    from infoprompt.experiments.store import RUNS_DIR, record_path
+    from infoprompt.experiments.sweep import cell_status, run_sweep
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cells = load_cells(args.grid, flag_overrides(args))
+    total = len(cells)
+    if args.shard:
+        index, count = parse_shard(args.shard)
+        cells = shard(cells, index, count)
+    label = f" (shard {args.shard} of {total})" if args.shard else ""
+    if args.list:
+        status = cell_status(args.results, cells)
+        for cell in cells:
+            print(f"{status[cell.id]:6s} {cell.id}  {record_path(args.results, cell)}")
+        counts = {s: list(status.values()).count(s) for s in ("done", "failed", "todo")}
+        print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['failed']} failed, {counts['todo']} to run")
+        return 0
+    print(f"sweep: {len(cells)} cell(s){label} -> {args.results}")
+    summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet)
+    print(summary.line())
+    for cell_id, error in summary.failed:
+        print(f"  failed {cell_id}: {error}")
+    if args.save_runs:
+        print(f"adapters and training logs under {args.results}/{RUNS_DIR}/")
+    return 1 if summary.failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from infoprompt.experiments.report import build_report
+
+    text, written = build_report(args.results, args.out, metric=args.metric, tasks=args.tasks, digits=args.digits)
+    print(text)
+    print(f"wrote {len(written)} file(s) to {written[0].parent}")
+    return 0
+
+
+def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
+    from infoprompt.cli import _shots
+
+    sweep = subparsers.add_parser(
+        "sweep", help="run tasks × methods × shots × n_p × seeds, resumable, one record per cell",
+        description="Run every cell of a grid (a YAML/TOML file and/or flags). Finished cells are skipped, so "
+                    "rerunning a killed sweep resumes it; failed cells are recorded and retried on the next run. "
+                    "Exit status 1 when a cell failed.",
+    )
+    sweep.add_argument("--results", required=True, help="results directory (one JSON record per cell)")
+    sweep.add_argument("--grid", help="grid file (.yaml/.yml/.toml); see configs/")
+    sweep.add_argument("--tasks", type=_csv, help="comma-separated tasks (replaces the grid's)")
+    sweep.add_argument("--methods", type=_csv, help="comma-separated methods")
+    sweep.add_argument("--shots", type=lambda v: [_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
+    sweep.add_argument("--n-prompts", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,4")
+    sweep.add_argument("--seeds", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,2,3")
+    sweep.add_argument("--backbone", help="minilm, mpnet, a Hugging Face id or a local path")
+    sweep.add_argument("--epochs", type=int)
+    sweep.add_argument("--batch-size", type=int)
+    sweep.add_argument("--max-steps", type=int)
+    sweep.add_argument("--eval-every-epochs", type=int, help="periodic evaluations (0: only the final one)")
+    sweep.add_argument("--no-feature-cache", action="store_true")
+    sweep.add_argument("--shard", help="run shard i/n (1 <= i <= n) of the cells, e.g. $((SLURM_ARRAY_TASK_ID+1))/8")
+    sweep.add_argument("--save-runs", action="store_true", help="also keep each cell's adapter and training log")
+    sweep.add_argument("--list", action="store_true", help="list the cells and their status, run nothing")
+    sweep.add_argument("--threads", type=int, help="torch CPU threads")
+    sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
+    sweep.add_argument("--source", choices=("files", "hub"))
+    sweep.add_argument("--cache-dir", help="where packaged backbones are extracted")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.set_defaults(handler=cmd_sweep)
+
+    report = subparsers.add_parser(
+        "report", help="Markdown + CSV tables (mean ± std over seeds) from a results directory",
+        description="Tables laid out like the paper's Table 1 (task × n_p) and Table 3 (task × shots).",
+    )
+    report.add_argument("results", help="results directory written by infoprompt sweep")
+    report.add_argument("--out", help="output directory (default RESULTS/report)")
+    report.add_argument("--metric", help="metric to tabulate (default: each task's primary metric)")
+    report.add_argument("--tasks", type=_csv, help="columns: these tasks in this order")
+    report.add_argument("--digits", type=int, default=4)
+    report.set_defaults(handler=cmd_report)

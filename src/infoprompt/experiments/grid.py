@@ -1,0 +1,275 @@
+"""Sweep grids: tasks × methods × shots × n_prompts × seeds with shared settings, from YAML/TOML files or flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infoprompt.errors import UserError
+from infoprompt.methods import get_method
+from infoprompt.model import ClassifierConfig
+from infoprompt.pipeline import RunSpec
+from infoprompt.tasks import get_task
+from infoprompt.train import TrainConfig
+
+AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
+SETTINGS = ("backbone", "training", "classifier", "source", "data_dir", "cache_dir")
+DEFAULT_BLOCK: dict[str, Any] = {
+    "methods": ["infoprompt"], "shots": [64], "n_prompts": [4], "seeds": [1, 2, 3],
+    "backbone": "minilm", "training": {}, "classifier": {}, "source": "files", "data_dir": None, "cache_dir": None,
+}
+# Fields of TrainConfig a grid may set; the seed comes from the cell and progress bars are the sweep's business.
+TRAINING_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "progress"))
+CLASSIFIER_KEYS = tuple(
+    f.name for f in dataclasses.fields(ClassifierConfig)
+    if f.name not in ("task", "method", "backbone", "n_prompts", "init_seed", "backbone_fingerprint", "labels")
+)
+
+
+def shots_label(shots: int | None) -> str:
+    return "full" if shots is None else str(shots)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep; methods without prompts always carry ``n_prompts=0`` (one run whatever the grid's n_p).
+
+    Attributes:
+        task / method / shots / n_prompts / seed: the axes (``shots=None`` is the full training split).
+        backbone: backbone name or path (a setting: cells differing only in it share an id and conflict).
+        training: :class:`~infoprompt.train.TrainConfig` overrides (JSON-able).
+        classifier: :class:`~infoprompt.model.ClassifierConfig` overrides (JSON-able).
+        source / data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).
+    """
+
+    task: str
+    method: str
+    shots: int | None
+    n_prompts: int
+    seed: int
+    backbone: str = field(default="minilm", compare=False)
+    training: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    classifier: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    source: str = field(default="files", compare=False)
+    data_dir: str | None = field(default=None, compare=False)
+    cache_dir: str | None = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        """Stable, readable identifier, also the record's path below the results directory."""
+        return f"task={self.task}/method={self.method}/shots={shots_label(self.shots)}/np={self.n_prompts}/seed={self.seed}"
+
+    def settings(self) -> dict[str, Any]:
+        """Everything besides the id that changes the result; a finished record must carry the same hash."""
+        return {"backbone": self.backbone, "training": self.training, "classifier": self.classifier, "source": self.source}
+
+    @property
+    def settings_hash(self) -> str:
+        text = json.dumps(self.settings(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (self.task, self.method, -1 if self.shots is None else self.shots, self.n_prompts, self.seed)
+
+    def run_spec(self) -> RunSpec:
+        training = TrainConfig(**{**self.training, "seed": self.seed, "progress": False})
+        return RunSpec(
+            task=self.task, method=self.method, shots=self.shots, n_prompts=self.n_prompts, seed=self.seed,
+            backbone=self.backbone, data_dir=self.data_dir, source=self.source, classifier=dict(self.classifier),
+            training=training, cache_dir=self.cache_dir,
+        )
+
+
+def _fail(where: str, message: str) -> UserError:
+    return UserError(f"{where}: {message}")
+
+
+def _as_list(value: Any, where: str) -> list[Any]:
+    if isinstance(value, list | tuple):
+        if not value:
+            raise _fail(where, "empty list")
+        return list(value)
+    return [value]
+
+
+def _parse_shots(value: Any, where: str) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "full"):
+        return None
+    if isinstance(value, bool):
+        raise _fail(where, f"expected a positive number of examples or 'full', got {value!r}")
+    try:
+        shots = int(value)
+    except (TypeError, ValueError):
+        raise _fail(where, f"expected a positive number of examples or 'full', got {value!r}") from None
+    if shots <= 0 or str(shots) != str(value).strip():
+        raise _fail(where, f"expected a positive number of examples or 'full', got {value!r}")
+    return shots
+
+
+def _parse_int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _fail(where, f"expected an integer, got {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise _fail(where, f"expected an integer, got {value!r}") from None
+    if number < minimum:
+        raise _fail(where, f"expected an integer >= {minimum}, got {number}")
+    return number
+
+
+def _check_mapping(value: Any, allowed: Sequence[str], where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, f"expected a mapping of {', '.join(allowed)}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
+    return dict(value)
+
+
+def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
+    """The cells of one fully specified block (axes plus settings), validated."""
+    tasks = [str(t) for t in _as_list(block["tasks"], f"{where}.tasks")]
+    for name in tasks:
+        try:
+            get_task(name)
+        except UserError as error:
+            raise _fail(f"{where}.tasks", str(error)) from None
+    methods = [str(m) for m in _as_list(block["methods"], f"{where}.methods")]
+    presets = {}
+    for name in methods:
+        try:
+            presets[name] = get_method(name)
+        except UserError as error:
+            raise _fail(f"{where}.methods", str(error)) from None
+    shots = [_parse_shots(v, f"{where}.shots") for v in _as_list(block["shots"], f"{where}.shots")]
+    n_prompts = [_parse_int(v, f"{where}.n_prompts", 1) for v in _as_list(block["n_prompts"], f"{where}.n_prompts")]
+    seeds = [_parse_int(v, f"{where}.seeds", 0) for v in _as_list(block["seeds"], f"{where}.seeds")]
+    training = _check_mapping(block["training"], TRAINING_KEYS, f"{where}.training")
+    classifier = _check_mapping(block["classifier"], CLASSIFIER_KEYS, f"{where}.classifier")
+    try:
+        TrainConfig(**training)
+    except TypeError as error:
+        raise _fail(f"{where}.training", str(error)) from None
+    if not isinstance(block["backbone"], str) or not block["backbone"]:
+        raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
+    if block["source"] not in ("files", "hub"):
+        raise _fail(f"{where}.source", f"expected 'files' or 'hub', got {block['source']!r}")
+    cells = []
+    for task in tasks:
+        for method in methods:
+            counts = n_prompts if presets[method].prompt_source is not None else [0]
+            for shot in shots:
+                for count in counts:
+                    for seed in seeds:
+                        cells.append(Cell(
+                            task=task, method=method, shots=shot, n_prompts=count, seed=seed,
+                            backbone=block["backbone"], training=training, classifier=classifier,
+                            source=block["source"], data_dir=block["data_dir"], cache_dir=block["cache_dir"],
+                        ))
+    return cells
+
+
+def merge_block(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` on top of ``base``: axis lists and scalars replace, setting mappings merge key by key."""
+    merged = dict(base)
+    for key, value in override.items():
+        if key in ("training", "classifier") and isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, Any] | None = None) -> list[Cell]:
+    """Cells of a parsed grid file: top-level defaults plus optional ``grids:`` blocks; ``overrides`` (flags) win."""
+    if not isinstance(config, dict):
+        raise _fail(where, "expected a mapping at the top level")
+    allowed = (*AXES, *SETTINGS, "grids")
+    unknown = sorted(set(config) - set(allowed))
+    if unknown:
+        raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
+    top = merge_block(DEFAULT_BLOCK, {k: v for k, v in config.items() if k != "grids"})
+    blocks = config.get("grids")
+    if blocks is None:
+        blocks = [{}]
+    elif not isinstance(blocks, list) or not blocks:
+        raise _fail(f"{where}.grids", "expected a non-empty list of grid blocks")
+    cells: dict[Cell, Cell] = {}
+    for index, block in enumerate(blocks):
+        block_where = f"{where}.grids[{index}]" if config.get("grids") is not None else where
+        if not isinstance(block, dict):
+            raise _fail(block_where, "expected a mapping")
+        unknown = sorted(set(block) - set(AXES) - set(SETTINGS))
+        if unknown:
+            raise _fail(block_where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join((*AXES, *SETTINGS))}")
+        merged = merge_block(merge_block(top, block), overrides or {})
+        if "tasks" not in merged:
+            raise _fail(block_where, "no tasks given (a 'tasks' list or --tasks)")
+        for cell in expand_block(merged, block_where):
+            # Two blocks naming the same cell with different settings would make its record ambiguous.
+            previous = cells.setdefault(cell, cell)
+            if previous.settings_hash != cell.settings_hash:
+                raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings")
+    return sorted(cells, key=Cell.sort_key)
+
+
+def read_grid_file(path: str | Path) -> dict[str, Any]:
+    """Parse a ``.yaml``/``.yml`` or ``.toml`` grid file, reporting syntax errors with their line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"grid file {path} not found")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            at = f":{mark.line + 1}" if mark is not None else ""
+            raise UserError(f"{path}{at}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
+    elif path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise UserError(f"{path}: not valid TOML ({error})") from None
+    else:
+        raise UserError(f"grid file {path}: unknown format (use .yaml, .yml or .toml)")
+    if data is None:
+        raise UserError(f"grid file {path} is empty")
+    return data
+
+
+def load_cells(path: str | Path | None, overrides: dict[str, Any] | None = None) -> list[Cell]:
+    """Cells of a grid file (or of ``overrides`` alone when ``path`` is None)."""
+    if path is None:
+        return cells_from_config({}, "command line", overrides)
+    return cells_from_config(read_grid_file(path), str(path), overrides)
+
+
+def shard(cells: Iterable[Cell], index: int, count: int) -> list[Cell]:
+    """Shard ``index`` of ``count`` (1-based): every ``count``-th cell of the sorted list, starting at ``index``.
+
+    Interleaving keeps shards balanced across tasks and methods (cheap and expensive cells mix), and the
+    split depends only on the grid, so every array job computes the same partition.
+    """
+    if count < 1 or not 1 <= index <= count:
+        raise UserError(f"--shard {index}/{count}: expected i/n with 1 <= i <= n")
+    ordered = sorted(cells, key=Cell.sort_key)
+    return ordered[index - 1 :: count]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UserError(f"--shard {text!r}: expected i/n, e.g. 2/8") from None
+    shard([], index, count)  # validates the range
+    return index, count

@@ -1,0 +1,153 @@
+"""Run the cells of a sweep: skip finished ones, record failures and go on, reuse one backbone per process."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.errors import UserError
+from infoprompt.experiments.grid import Cell, shots_label
+from infoprompt.experiments.store import (
+    STATUS_FAILED,
+    STATUS_OK,
+    is_finished,
+    read_record,
+    record_path,
+    run_dir,
+    write_record,
+)
+from infoprompt.pipeline import run_training
+from infoprompt.train import distributed_context
+
+Runner = Callable[..., dict[str, Any]]
+
+
+@dataclass
+class SweepSummary:
+    """What one sweep invocation did (cells of this shard only)."""
+
+    cells: int = 0
+    skipped: int = 0
+    finished: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.cells} cell(s): {self.skipped} already finished, {self.finished} finished now, "
+                f"{len(self.failed)} failed ({self.seconds:.0f} s)")
+
+
+def cell_status(results_dir: Path, cells: Sequence[Cell]) -> dict[str, str]:
+    """``done`` / ``failed`` / ``todo`` per cell id; a finished record made with other settings is an error."""
+    status: dict[str, str] = {}
+    for cell in cells:
+        record = read_record(record_path(results_dir, cell))
+        if is_finished(record):
+            saved = record.get("settings_hash")
+            if saved is not None and saved != cell.settings_hash:
+                raise UserError(
+                    f"{record_path(results_dir, cell)} was produced with other settings ({record.get('settings')}) than "
+                    f"this grid's ({cell.settings()}); use a fresh results directory or delete that record"
+                )
+            status[cell.id] = "done"
+        else:
+            status[cell.id] = "failed" if record is not None else "todo"
+    return status
+
+
+def failure_record(cell: Cell, error: BaseException, seconds: float) -> dict[str, Any]:
+    return {
+        "status": STATUS_FAILED,
+        "error": f"{type(error).__name__}: {error}",
+        "traceback": traceback.format_exc(),
+        "cell": cell.id,
+        "task": cell.task,
+        "method": cell.method,
+        "shots": shots_label(cell.shots) if cell.shots is None else cell.shots,
+        "n_prompts": cell.n_prompts,
+        "seed": cell.seed,
+        "backbone": cell.backbone,
+        "spec": cell.run_spec().to_json(),
+        "settings": cell.settings(),
+        "settings_hash": cell.settings_hash,
+        "seconds": seconds,
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+class BackboneCache:
+    """Backbones loaded once per sweep process and shared by every cell that names them."""
+
+    def __init__(self, loader: Callable[..., Backbone] = load_backbone):
+        self.loader = loader
+        self.loaded: dict[tuple[str, str | None], Backbone] = {}
+
+    def get(self, name: str, cache_dir: str | None) -> Backbone:
+        key = (name, cache_dir)
+        if key not in self.loaded:
+            self.loaded[key] = self.loader(name, cache_dir=cache_dir)
+        backbone = self.loaded[key]
+        backbone.model.eval()  # a failed run may have left dropout on; frozen encoders run in eval mode
+        return backbone
+
+
+def run_sweep(
+    cells: Sequence[Cell],
+    results_dir: str | Path,
+    *,
+    save_runs: bool = False,
+    runner: Runner = run_training,
+    backbones: BackboneCache | None = None,
+    progress: bool = True,
+    echo: Callable[[str], None] | None = None,
+) -> SweepSummary:
+    """Run every unfinished cell of ``cells`` and store one record per cell in ``results_dir``.
+
+    A finished cell (record with ``status: ok``) is skipped, so a killed sweep resumes where it stopped; a
+    cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
+    again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record.
+    """
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    echo = echo or tqdm.write
+    backbones = backbones or BackboneCache()
+    ddp = distributed_context()
+    started = time.perf_counter()
+    status = cell_status(results_dir, cells)
+    todo = [cell for cell in cells if status[cell.id] != "done"]
+    summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
+    bar = tqdm(todo, desc="sweep", unit="cell", disable=not (progress and ddp.is_main))
+    for number, cell in enumerate(bar, start=1):
+        bar.set_postfix_str(cell.id)
+        cell_started = time.perf_counter()
+        try:
+            backbone = backbones.get(cell.backbone, cell.cache_dir)
+            out = run_dir(results_dir, cell) if save_runs and ddp.is_main else None
+            record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001 - one broken cell must not stop the sweep
+            record = failure_record(cell, error, time.perf_counter() - cell_started)
+            summary.failed.append((cell.id, record["error"]))
+            message = f"FAILED {record['error']}"
+        else:
+            record = {**record, "status": STATUS_OK, "cell": cell.id, "settings": cell.settings(),
+                      "settings_hash": cell.settings_hash}
+            summary.finished += 1
+            metric = record.get("primary_metric")
+            value = record.get("metrics", {}).get(metric)
+            message = f"{metric}={value:.4f}" if isinstance(value, float) else "ok"
+        if ddp.is_main:
+            write_record(results_dir, cell, record)
+        echo(f"[{number}/{len(todo)}] {cell.id}: {message} ({time.perf_counter() - cell_started:.1f} s)")
+    bar.close()
+    summary.seconds = time.perf_counter() - started
+    return summary

@@ -1,0 +1,116 @@
+"""Reports: hand-made records with known mean/std give the paper's table layouts in Markdown and CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import pytest
+
+from infoprompt.errors import UserError
+from infoprompt.experiments.grid import Cell
+from infoprompt.experiments.report import (
+    build_report,
+    build_tables,
+    collect,
+    format_stat,
+    to_csv,
+    to_markdown,
+)
+from infoprompt.experiments.store import write_record
+
+
+def record(task, method, shots, n_prompts, seed, value, metric="accuracy", status="ok", **extra):
+    return {"task": task, "method": method, "shots": shots, "n_prompts": n_prompts, "seed": seed,
+            "backbone": "minilm", "primary_metric": metric, "metrics": {metric: value, "f1": value / 2},
+            "status": status, **extra}
+
+
+def store(tmp_path, records):
+    for r in records:
+        shots = None if r["shots"] == "full" else r["shots"]
+        write_record(tmp_path, Cell(r["task"], r["method"], shots, r["n_prompts"], r["seed"]), r)
+
+
+RECORDS = [
+    # warp on sst2, n_p=4, 64 shots: 0.5, 0.6, 0.7 -> mean 0.6, sample std 0.1
+    *(record("sst2", "warp", 64, 4, s, v) for s, v in ((1, 0.5), (2, 0.6), (3, 0.7))),
+    *(record("sst2", "infoprompt", 64, 4, s, v) for s, v in ((1, 0.8), (2, 0.9))),
+    *(record("sst2", "infoprompt", 64, 1, s, v) for s, v in ((1, 0.4), (2, 0.4))),
+    *(record("sst2", "warp", 64, 1, s, v) for s, v in ((1, 0.45),)),
+    *(record("cola", "warp", 64, 4, s, v, metric="mcc") for s, v in ((1, 0.1), (2, 0.3))),
+    *(record("cola", "infoprompt", 64, 4, s, v, metric="mcc") for s, v in ((1, 0.2), (2, 0.2))),
+    *(record("sst2", "finetune", 64, 0, s, v) for s, v in ((1, 0.95), (2, 0.85))),
+    *(record("sst2", "infoprompt", 256, 4, s, v) for s, v in ((1, 0.91), (2, 0.93))),
+    *(record("sst2", "infoprompt", "full", 4, s, v) for s, v in ((1, 0.95),)),
+    record("cola", "idpg", 64, 4, 1, float("nan"), status="failed", error="RuntimeError: boom", cell="x/y"),
+]
+
+
+def test_collect_gives_known_mean_std_and_seed_counts():
+    stats = collect(RECORDS)
+    warp = stats[("minilm", "warp", "sst2", 64, 4)]
+    assert warp.mean == pytest.approx(0.6) and warp.std == pytest.approx(0.1) and warp.n == 3
+    assert warp.seeds == (1, 2, 3)
+    assert math.isnan(stats[("minilm", "warp", "sst2", 64, 1)].std)
+    assert stats[("minilm", "warp", "cola", 64, 4)].mean == pytest.approx(0.2)  # CoLA's primary metric is mcc
+    assert ("minilm", "idpg", "cola", 64, 4) not in stats  # failed records are not results
+    assert collect(RECORDS, "f1")[("minilm", "warp", "sst2", 64, 4)].mean == pytest.approx(0.3)
+    assert format_stat(warp) == "0.6000 ± 0.1000 (3)" and format_stat(None) == "—"
+
+
+def test_np_table_layout_best_marks_and_average():
+    tables = {t.name: t for t in build_tables(collect(RECORDS), tasks=["cola", "sst2"])}
+    table = tables["table-np-shots=64"]
+    # Nothing ran cola with n_p=1, so that column is left out.
+    assert table.columns == ["cola (n_p=4)", "sst2 (n_p=1)", "sst2 (n_p=4)"]
+    assert list(table.rows) == ["finetune", "warp", "infoprompt"]  # the paper's row order
+    # finetune has no prompts: its single sst2 run fills both sst2 columns; it never ran cola.
+    assert [s and s.mean for s in table.rows["finetune"]] == [None, pytest.approx(0.9), pytest.approx(0.9)]
+    assert table.average("finetune") is None  # incomplete row
+    assert table.average("warp") == pytest.approx((0.2 + 0.45 + 0.6) / 3)
+    markdown = to_markdown(table)
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in markdown.splitlines() if line.startswith("| ")}
+    assert "| 0.8500 ± 0.0707 (2) |" in lines["infoprompt"] and "| 0.6000 ± 0.1000 (3) |" in lines["warp"]
+    assert "**0.2000 ± 0.1414 (2)**" in lines["warp"] and "**0.2000 ± 0.0000 (2)**" in lines["infoprompt"]  # tie
+    assert lines["finetune"].count("**0.9000 ± 0.0707 (2)**") == 2  # best in both sst2 columns
+    assert lines["finetune"].rstrip(" |").endswith("—") and lines["warp"].rstrip(" |").endswith("0.4167")
+    assert lines["infoprompt"].rstrip(" |").endswith("**0.4833**")  # best average
+
+    rows = list(csv.DictReader(io.StringIO(to_csv(table))))
+    warp = next(r for r in rows if r["method"] == "warp")
+    assert float(warp["sst2 (n_p=4) mean"]) == pytest.approx(0.6) and float(warp["sst2 (n_p=4) std"]) == pytest.approx(0.1)
+    assert warp["sst2 (n_p=4) n"] == "3" and warp["sst2 (n_p=1) std"] == "" and float(warp["average"]) == pytest.approx(0.41667, abs=1e-5)
+    finetune = next(r for r in rows if r["method"] == "finetune")
+    assert finetune["cola (n_p=4) n"] == "0" and finetune["average"] == ""
+
+
+def test_shots_table_and_complete_row_average():
+    tables = {t.name: t for t in build_tables(collect(RECORDS), tasks=["sst2"])}
+    table = tables["table-shots-np=4"]
+    assert table.columns == ["sst2 (64)", "sst2 (256)", "sst2 (full)"]
+    assert list(table.rows) == ["finetune", "warp", "infoprompt"]
+    assert table.average("infoprompt") == pytest.approx((0.85 + 0.92 + 0.95) / 3)
+    _, best_average = table.best()
+    assert best_average == {"infoprompt"}
+    assert "table-shots-np=1" in tables and "table-np-shots=256" in tables
+
+
+def test_report_writes_markdown_and_csv_files(tmp_path):
+    store(tmp_path / "results", RECORDS)
+    text, written = build_report(tmp_path / "results", tmp_path / "out")
+    assert (tmp_path / "out" / "report.md").read_text() == text
+    assert {p.name for p in written} >= {"report.md", "cells.csv", "table-np-shots=64.csv", "table-shots-np=4.md"}
+    assert "Failed cells (1)" in text and "RuntimeError: boom" in text
+    assert "17 finished run(s), 1 failed" in text and "cola mcc" in text
+    cells = list(csv.DictReader(io.StringIO((tmp_path / "out" / "cells.csv").read_text())))
+    warp = next(c for c in cells if c["method"] == "warp" and c["task"] == "sst2" and c["n_prompts"] == "4")
+    assert warp["n_seeds"] == "3" and warp["seeds"] == "1 2 3" and float(warp["std"]) == pytest.approx(0.1)
+
+
+def test_report_of_an_empty_directory_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="holds no result records"):
+        build_report(tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        build_report(tmp_path / "missing")
