@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from infoprompt.errors import UserError
 
 
-def _shots(value: str) -> int | None:
+def parse_shots(value: str) -> int | None:
+    """argparse type for --shots: a positive number of examples, or 'full'."""
     if value == "full":
         return None
     try:
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
     train.add_argument("--task", required=True)
     train.add_argument("--method", default="infoprompt")
-    train.add_argument("--shots", type=_shots, default=64, help="training examples per seed, or 'full' (default 64)")
+    train.add_argument("--shots", type=parse_shots, default=64, help="training examples per seed, or 'full' (default 64)")
     train.add_argument("--seed", type=int, default=1)
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
     train.add_argument("--out", required=True, help="run directory (adapter, log, metrics.json)")

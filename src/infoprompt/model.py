@@ -116,6 +116,23 @@ class ClassifierConfig:
         return cls(**data)
 
 
+def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:
+    """Refuse a backbone other than the adapter's, or one too short for ``max_length`` (+ ``reserved`` tokens);
+    then record the backbone's fingerprint in ``config``."""
+    if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
+        raise UserError(
+            f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
+            f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
+        )
+    config.backbone_fingerprint = backbone.fingerprint()
+    if config.max_length + reserved > backbone.max_positions:
+        extra = f" plus {reserved} prompt token(s)" if reserved else ""
+        raise UserError(
+            f"max_length={config.max_length}{extra} exceeds the {backbone.max_positions} positions of backbone "
+            f"{backbone.name!r}"
+        )
+
+
 def default_template(task: TaskSpec, preset: MethodPreset) -> str:
     template = Template.parse(task.template)
     if preset.placement == "prepend":
@@ -165,17 +182,7 @@ class PromptClassifier(nn.Module):
                 "infoprompt.pipeline.build_classifier or infoprompt.baselines.build_model"
             )
         config = config.resolved(self.task, self.preset)
-        if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
-            raise UserError(
-                f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
-                f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
-            )
-        config.backbone_fingerprint = backbone.fingerprint()
-        if config.max_length > backbone.max_positions:
-            raise UserError(
-                f"max_length={config.max_length} exceeds the {backbone.max_positions} positions of backbone "
-                f"{backbone.name!r}"
-            )
+        check_backbone(config, backbone)
         self.config = config
         if self.preset.train_encoder:
             # Fine-tuning changes the weights: work on a private copy so a shared backbone stays pristine.

@@ -22,19 +22,6 @@ from infoprompt.theory import (
     solve_reference,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """On a loaded 2-core machine tiny BLAS calls stall in thread hand-offs; one thread avoids it."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # the checks do not depend on it, only their speed does
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
-
 # e_{k+1} ≤ C·e_k² with C = 1: measured ratios are ≤ 0.05 on these instances, a wrong Hessian gives ≫ 1.
 QUADRATIC_C = 1.0
 

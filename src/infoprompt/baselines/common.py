@@ -14,7 +14,14 @@ from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
 from infoprompt.methods import get_method
-from infoprompt.model import CONFIG_NAME, FORMAT_VERSION, WEIGHTS_NAME, ClassifierConfig, LossTerms
+from infoprompt.model import (
+    CONFIG_NAME,
+    FORMAT_VERSION,
+    WEIGHTS_NAME,
+    ClassifierConfig,
+    LossTerms,
+    check_backbone,
+)
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 
@@ -56,17 +63,7 @@ class BaselineModel(nn.Module):
         if config.template is None:
             config = dataclasses.replace(config, template=plain_template(self.task))
         config = config.resolved(self.task, self.preset)
-        if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
-            raise UserError(
-                f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
-                f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
-            )
-        config.backbone_fingerprint = backbone.fingerprint()
-        if config.max_length + reserved > backbone.max_positions:
-            raise UserError(
-                f"max_length={config.max_length} plus {reserved} prompt token(s) exceeds the "
-                f"{backbone.max_positions} positions of backbone {backbone.name!r}"
-            )
+        check_backbone(config, backbone, reserved)
         self.config = config
         self.backbone = backbone
         template = Template.parse(config.template)

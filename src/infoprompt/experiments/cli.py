@@ -73,7 +73,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from infoprompt.cli import _shots
+    from infoprompt.cli import parse_shots
 
     sweep = subparsers.add_parser(
         "sweep", help="run tasks × methods × shots × n_p × seeds, resumable, one record per cell",
@@ -85,7 +85,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--grid", help="grid file (.yaml/.yml/.toml); see configs/")
     sweep.add_argument("--tasks", type=_csv, help="comma-separated tasks (replaces the grid's)")
     sweep.add_argument("--methods", type=_csv, help="comma-separated methods")
-    sweep.add_argument("--shots", type=lambda v: [_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
+    sweep.add_argument("--shots", type=lambda v: [parse_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
     sweep.add_argument("--n-prompts", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,4")
     sweep.add_argument("--seeds", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,2,3")
     sweep.add_argument("--backbone", help="minilm, mpnet, a Hugging Face id or a local path")

@@ -1,0 +1,295 @@
+"""Learning curves from run logs: per-method mean and spread over seeds, and steps to 95% of the final loss.
+
+A run is a directory holding ``train_log.jsonl`` (as :func:`infoprompt.train.train` writes it) and, when the
+runner or ``infoprompt train`` made it, ``metrics.json`` / ``adapter_config.json`` naming its method, task,
+seed, shots and backbone. A path given by the user is either such a directory or a folder searched
+recursively for them (a sweep results directory).
+
+Steps to 95%: with ``L̃(s)`` the trailing mean of the raw training loss over the last ``window`` steps
+(fewer at the start), ``L_0`` the mean of the first ``window`` raw losses and ``L_f`` the mean of the last
+``window``, it is the first step ``s`` with ``L̃(s) ≤ L_f + 0.05 (L_0 − L_f)``; it is undefined (``None``)
+when the loss did not go down (``L_0 ≤ L_f``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from infoprompt.errors import UserError
+
+LOG_NAME = "train_log.jsonl"
+LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
+_RECORD_KEYS = {"type", "step", "epoch", "n_eval", "lr"}
+
+
+@dataclass
+class RunLog:
+    """One run's log: per-step loss terms, periodic evaluations and the final evaluation."""
+
+    path: Path
+    method: str
+    task: str | None
+    backbone: str | None
+    seed: int | None
+    shots: object
+    n_prompts: int | None
+    steps: np.ndarray
+    losses: dict[str, np.ndarray]
+    eval_steps: np.ndarray
+    evals: dict[str, np.ndarray]
+    final: dict[str, float] = field(default_factory=dict)
+    final_step: int | None = None
+    primary_metric: str | None = None
+    eval_n: int | None = None  # examples of the periodic evaluations
+    final_n: int | None = None  # examples of the final evaluation
+
+    @property
+    def metric(self) -> str | None:
+        """The primary metric: from ``metrics.json``, else the first metric the evaluations report."""
+        if self.primary_metric:
+            return self.primary_metric
+        names = list(self.evals) or list(self.final)
+        return names[0] if names else None
+
+
+def _read_json(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_run(directory: str | os.PathLike[str]) -> RunLog:
+    """Read one run directory; its method comes from metrics.json, adapter_config.json or the folder name."""
+    directory = Path(directory)
+    log_path = directory / LOG_NAME
+    if not log_path.is_file():
+        raise UserError(f"{directory}: no {LOG_NAME}")
+    meta: dict[str, object] = {}
+    for name in ("adapter_config.json", "metrics.json"):  # metrics.json (the run record) wins
+        if (directory / name).is_file():
+            meta.update(_read_json(directory / name))
+    steps: list[int] = []
+    losses: dict[str, list[float]] = {key: [] for key in LOSS_KEYS}
+    eval_rows: list[tuple[int, dict[str, float]]] = []
+    final: dict[str, float] = {}
+    final_step = None
+    eval_n: int | None = None
+    final_n: int | None = None
+    with log_path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UserError(f"{log_path}:{number}: not valid JSON ({error.msg})") from None
+            if not isinstance(record, dict) or "type" not in record:
+                raise UserError(f"{log_path}:{number}: expected an object with a 'type' field")
+            kind = record["type"]
+            if kind == "step":
+                try:
+                    steps.append(int(record["step"]))
+                    for key in LOSS_KEYS:
+                        losses[key].append(float(record.get(f"loss_{key}", math.nan)))
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(
+                        f"{log_path}:{number}: a step record needs 'step' and numeric loss_* fields"
+                    ) from None
+            elif kind in ("eval", "final_eval"):
+                values = {
+                    k: float(v)
+                    for k, v in record.items()
+                    if k not in _RECORD_KEYS and isinstance(v, int | float)
+                }
+                n_eval = record.get("n_eval")
+                if kind == "eval":
+                    eval_rows.append((int(record.get("step", 0)), values))
+                    eval_n = int(n_eval) if isinstance(n_eval, int) else eval_n
+                else:
+                    final, final_step = values, int(record.get("step", 0))
+                    final_n = int(n_eval) if isinstance(n_eval, int) else None
+    if not steps:
+        raise UserError(f"{log_path}: no step records")
+    metric_names = sorted({name for _, values in eval_rows for name in values})
+    evals = {name: np.array([values.get(name, math.nan) for _, values in eval_rows]) for name in metric_names}
+    seed = meta.get("seed", meta.get("init_seed"))
+    return RunLog(
+        path=directory,
+        method=str(meta.get("method") or directory.name),
+        task=_opt_str(meta.get("task")),
+        backbone=_opt_str(meta.get("backbone")),
+        seed=int(seed) if isinstance(seed, int) else None,
+        shots=meta.get("shots"),
+        n_prompts=meta.get("n_prompts") if isinstance(meta.get("n_prompts"), int) else None,
+        steps=np.asarray(steps),
+        losses={k: np.asarray(v) for k, v in losses.items()},
+        eval_steps=np.asarray([s for s, _ in eval_rows], dtype=int),
+        evals=evals,
+        final=final,
+        final_step=final_step,
+        primary_metric=_opt_str(meta.get("primary_metric")),
+        eval_n=eval_n,
+        final_n=final_n,
+    )
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def discover_runs(paths: Sequence[str | os.PathLike[str]]) -> list[RunLog]:
+    """Every run under ``paths`` (run directories, or folders searched recursively), in a stable order."""
+    directories: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UserError(f"run path {path} does not exist")
+        if (path / LOG_NAME).is_file():
+            directories.append(path)
+            continue
+        # Skip the runner's scratch directories (.name.partial / .name.old): they are not finished runs.
+        found = sorted(
+            p.parent
+            for p in path.rglob(LOG_NAME)
+            if not any(part.startswith(".") for part in p.parent.relative_to(path).parts)
+        )
+        if not found:
+            raise UserError(f"{path}: no run directory ({LOG_NAME}) found in it")
+        directories.extend(found)
+    unique: dict[Path, Path] = {}
+    for directory in directories:
+        unique.setdefault(directory.resolve(), directory)  # keep the path as the user spelled it
+    return [read_run(d) for d in unique.values()]
+
+
+def check_comparable(runs: Sequence[RunLog]) -> None:
+    """Curves on one figure must share task and backbone."""
+    for attribute in ("task", "backbone"):
+        values = sorted({str(getattr(r, attribute)) for r in runs if getattr(r, attribute) is not None})
+        if len(values) > 1:
+            raise UserError(
+                f"the runs mix {attribute}s ({', '.join(values)}); plot one {attribute} per figure"
+            )
+
+
+def group_runs(runs: Sequence[RunLog]) -> dict[str, list[RunLog]]:
+    """Runs grouped by method; shots and n_p join the label when they differ between runs of one method."""
+    by_method: dict[str, list[RunLog]] = {}
+    for run in runs:
+        by_method.setdefault(run.method, []).append(run)
+    groups: dict[str, list[RunLog]] = {}
+    for method, members in by_method.items():
+        vary_shots = len({str(r.shots) for r in members}) > 1
+        vary_np = len({r.n_prompts for r in members}) > 1
+        for run in members:
+            label = (
+                method
+                + (f" shots={run.shots}" if vary_shots else "")
+                + (f" n_p={run.n_prompts}" if vary_np else "")
+            )
+            groups.setdefault(label, []).append(run)
+    for members in groups.values():
+        members.sort(key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
+    return groups
+
+
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Mean of the last ``window`` values at each position (of all values so far at the start)."""
+    values = np.asarray(values, dtype=np.float64)
+    window = max(1, int(window))
+    sums = np.cumsum(np.insert(values, 0, 0.0))
+    index = np.arange(1, values.size + 1)
+    start = np.maximum(index - window, 0)
+    return (sums[index] - sums[start]) / (index - start)
+
+
+def steps_to_fraction(
+    steps: np.ndarray, losses: np.ndarray, window: int = 10, fraction: float = 0.95
+) -> int | None:
+    """First step at which the smoothed loss has covered ``fraction`` of its initial-to-final drop."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.size == 0 or not np.isfinite(losses).all():
+        return None
+    w = max(1, min(int(window), losses.size))
+    initial, final = losses[:w].mean(), losses[-w:].mean()
+    if initial <= final:
+        return None
+    threshold = final + (1.0 - fraction) * (initial - final)
+    smoothed = trailing_mean(losses, w)
+    hits = np.nonzero(smoothed <= threshold)[0]
+    return int(np.asarray(steps)[hits[0]]) if hits.size else None
+
+
+@dataclass
+class Curve:
+    """A group's curve: common x values, mean and standard deviation over its runs, and how many runs."""
+
+    x: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    n: int
+
+
+def mean_curve(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Curve:
+    """Average curves over the x values all of them share (a longer run is cut to the shortest)."""
+    common = xs[0]
+    for x in xs[1:]:
+        common = np.intersect1d(common, x)
+    if common.size == 0:
+        raise UserError("the runs of a group share no logged step; they cannot be averaged")
+    stack = np.stack([np.asarray(y, float)[np.searchsorted(x, common)] for x, y in zip(xs, ys, strict=True)])
+    std = stack.std(0, ddof=1) if len(ys) > 1 else np.zeros(common.size)
+    return Curve(x=common.astype(float), mean=stack.mean(0), std=std, n=len(ys))
+
+
+def loss_curve(group: Sequence[RunLog], loss: str, window: int) -> Curve:
+    if loss not in LOSS_KEYS:
+        raise UserError(f"unknown loss {loss!r}; known: {', '.join(LOSS_KEYS)}")
+    return mean_curve([r.steps for r in group], [trailing_mean(r.losses[loss], window) for r in group])
+
+
+def metric_curve(group: Sequence[RunLog], metric: str) -> Curve | None:
+    with_evals = [r for r in group if metric in r.evals and r.eval_steps.size]
+    if not with_evals:
+        return None
+    return mean_curve([r.eval_steps for r in with_evals], [r.evals[metric] for r in with_evals])
+
+
+def group_summary(group: Sequence[RunLog], loss: str, window: int, metric: str | None) -> dict[str, object]:
+    """Numbers of one group: steps to 95% per run and their mean/std, final loss and final metric."""
+    per_run = [steps_to_fraction(r.steps, r.losses[loss], window) for r in group]
+    reached = [s for s in per_run if s is not None]
+    finals = [r.final.get(metric) for r in group if metric and metric in r.final]
+    first_w = [float(r.losses[loss][: max(1, min(window, r.losses[loss].size))].mean()) for r in group]
+    last_w = [float(r.losses[loss][-max(1, min(window, r.losses[loss].size)) :].mean()) for r in group]
+    raw = mean_curve([r.steps for r in group], [r.losses[loss] for r in group])
+    return {
+        "runs": [str(r.path) for r in group],
+        "seeds": [r.seed for r in group],
+        "n_runs": len(group),
+        "steps": [int(r.steps[-1]) for r in group],
+        "steps_to_95": per_run,
+        "steps_to_95_mean": float(np.mean(reached)) if reached else None,
+        "steps_to_95_std": float(np.std(reached, ddof=1)) if len(reached) > 1 else (0.0 if reached else None),
+        "steps_to_95_of_mean_curve": steps_to_fraction(raw.x, raw.mean, window),
+        "initial_loss_mean": float(np.mean(first_w)),
+        "final_loss_mean": float(np.mean(last_w)),
+        "loss_drop_fraction": float(1.0 - np.mean(last_w) / np.mean(first_w)) if np.mean(first_w) else None,
+        "final_metric": metric,
+        "final_metric_values": finals,
+        "final_metric_mean": float(np.mean(finals)) if finals else None,
+        "final_metric_std": float(np.std(finals, ddof=1)) if len(finals) > 1 else None,
+        "eval_n": sorted({r.eval_n for r in group if r.eval_n is not None}),
+        "final_eval_n": sorted({r.final_n for r in group if r.final_n is not None}),
+    }
