@@ -28,7 +28,7 @@ def worker(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     from infoprompt.pipeline import RunSpec, run_training
-    from infoprompt.train import TrainConfig
+    from infoprompt.training import TrainConfig
 
     spec = RunSpec(
         task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,

@@ -57,7 +57,7 @@ class Variant:
 
 def build_variant(variant: Variant, args, backbone, sample, seed: int) -> None:
     from infoprompt.pipeline import RunSpec, build_classifier
-    from infoprompt.train import cache_features, encode_examples
+    from infoprompt.training import cache_features, encode_examples
 
     spec = RunSpec(task=args.task, method=variant.method, shots=args.shots, n_prompts=args.n_prompts, seed=seed,
                    backbone=args.backbone, classifier={"max_length": args.max_length})
@@ -76,7 +76,7 @@ def build_variant(variant: Variant, args, backbone, sample, seed: int) -> None:
 
 
 def one_step(variant: Variant, chunk: list[int], generator: torch.Generator) -> float:
-    from infoprompt.train import features_for, prompted_batch
+    from infoprompt.training import features_for, prompted_batch
 
     model, encoded = variant.model, variant.encoded
     t0 = time.perf_counter()
@@ -108,7 +108,7 @@ def step_memory_mb(variant: Variant, chunk: list[int], generator: torch.Generato
 
 
 def infer_rate(variant: Variant, eval_encoded) -> float:
-    from infoprompt.train import predict_encoded
+    from infoprompt.training import predict_encoded
 
     t0 = time.perf_counter()
     predict_encoded(variant.model, eval_encoded, 64)
@@ -117,7 +117,7 @@ def infer_rate(variant: Variant, eval_encoded) -> float:
 
 def whole_run(method: str, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
     from infoprompt.pipeline import RunSpec, build_classifier
-    from infoprompt.train import TrainConfig, train
+    from infoprompt.training import TrainConfig, train
 
     spec = RunSpec(task=args.task, method=method, shots=args.shots, n_prompts=args.n_prompts, seed=seed,
                    backbone=args.backbone, classifier={"max_length": args.max_length})
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from infoprompt.backbones import load_backbone
     from infoprompt.pipeline import read_split
     from infoprompt.tasks import get_task, sample_few_shot
-    from infoprompt.train import batches, encode_examples
+    from infoprompt.training import batches, encode_examples
 
     started = time.perf_counter()
     task = get_task(args.task)

@@ -16,7 +16,7 @@ import torch
 from infoprompt.backbones import load_backbone
 from infoprompt.pipeline import RunSpec, build_classifier, run_training
 from infoprompt.tasks import get_task, load_split, sample_few_shot
-from infoprompt.train import TrainConfig, cache_features, encode_examples, features_for, prompted_batch
+from infoprompt.training import TrainConfig, cache_features, encode_examples, features_for, prompted_batch
 
 
 def step_times(backbone, rows, methods, steps, batch_size, seed=1):

@@ -13,7 +13,7 @@ from infoprompt.errors import UserError
 from infoprompt.methods import METHODS
 from infoprompt.model import CONFIG_NAME, WEIGHTS_NAME, PromptClassifier
 from infoprompt.pipeline import RunSpec, build_classifier
-from infoprompt.train import TrainConfig, encode_examples, predict_encoded, train
+from infoprompt.training import TrainConfig, encode_examples, predict_encoded, train
 
 PROMPT_METHODS = ("infoprompt", "infoprompt-no-head", "infoprompt-no-rep", "infoprompt-ce", "warp", "idpg")
 

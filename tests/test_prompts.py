@@ -6,7 +6,7 @@ import torch
 
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
-from infoprompt.train import cache_features, encode_examples, features_for, prompted_batch
+from infoprompt.training import cache_features, encode_examples, features_for, prompted_batch
 
 
 def test_insert_prompts_writes_each_example_its_own_prompt():

@@ -32,3 +32,16 @@ def test_readme_example_runs(data_dir, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "accuracy" in printed and "'label':" in printed
     assert (tmp_path / "a" / "adapter_model.safetensors").is_file()
+
+
+def test_public_api_names_stay_what_they_say():
+    """A submodule must never shadow an API name (``ip.train`` is the function, even once modules are loaded)."""
+    import importlib
+
+    import infoprompt as ip
+
+    for module in ("training", "pipeline", "model", "tasks", "backbones", "methods", "api"):
+        importlib.import_module(f"infoprompt.{module}")
+    assert callable(ip.train) and ip.train.__module__ == "infoprompt.training"
+    for name in ip.__all__:
+        assert not isinstance(getattr(ip, name), type(ip)), name

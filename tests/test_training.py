@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from infoprompt.pipeline import RunSpec, build_classifier
-from infoprompt.train import TrainConfig, train
+from infoprompt.training import TrainConfig, train
 
 
 def run(backbone, examples, seed=3, method="infoprompt", **overrides):

@@ -20,10 +20,10 @@ _API = {
     "ClassifierConfig": "infoprompt.model",
     "PromptClassifier": "infoprompt.model",
     "make_classifier": "infoprompt.api",
-    "TrainConfig": "infoprompt.train",
-    "train": "infoprompt.train",
-    "evaluate": "infoprompt.train",
-    "predict": "infoprompt.train",
+    "TrainConfig": "infoprompt.training",
+    "train": "infoprompt.training",
+    "evaluate": "infoprompt.training",
+    "predict": "infoprompt.training",
     "RunSpec": "infoprompt.pipeline",
     "run_training": "infoprompt.pipeline",
     "UserError": "infoprompt.errors",
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from infoprompt.model import ClassifierConfig, PromptClassifier
     from infoprompt.pipeline import RunSpec, run_training
     from infoprompt.tasks import Example, TaskSpec, get_task, load_split, sample_few_shot
-    from infoprompt.train import TrainConfig, evaluate, predict, train
+    from infoprompt.training import TrainConfig, evaluate, predict, train
 
 
 def __getattr__(name: str) -> Any:

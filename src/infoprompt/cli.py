@@ -63,7 +63,7 @@ def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def training_config(args: argparse.Namespace, seed: int):
-    from infoprompt.train import TrainConfig
+    from infoprompt.training import TrainConfig
 
     return TrainConfig(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
@@ -91,7 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json
     from infoprompt.model import PromptClassifier
     from infoprompt.pipeline import read_split
-    from infoprompt.train import evaluate
+    from infoprompt.training import evaluate
 
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
     split = args.split or model.task.eval_split
@@ -108,7 +108,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text
     from infoprompt.model import PromptClassifier
-    from infoprompt.train import predict
+    from infoprompt.training import predict
 
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
     rows = read_inputs(args.input, model.task)

@@ -24,7 +24,7 @@ class MethodPreset:
         train_encoder: every encoder weight is trained (fine-tuning).
         description: one line for ``infoprompt methods``.
         kind: which model and trainer run the method: ``"classifier"`` (:class:`~infoprompt.model.PromptClassifier`
-            trained by :func:`~infoprompt.train.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
+            trained by :func:`~infoprompt.training.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
             ``"linear-probe"`` (logistic regression on frozen pooled embeddings); see :mod:`infoprompt.baselines`.
         adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
     """

@@ -19,7 +19,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, staged_directory
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
-from infoprompt.train import TrainConfig, distributed_context
+from infoprompt.training import TrainConfig, distributed_context
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"

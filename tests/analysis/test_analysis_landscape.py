@@ -11,7 +11,7 @@ from infoprompt.analysis.landscape import LandscapeEvaluator, auto_extent, grid_
 from infoprompt.analysis.trajectory import TrajectoryConfig, prompt_vector, record_trajectory
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier
-from infoprompt.train import cache_features, encode_examples
+from infoprompt.training import cache_features, encode_examples
 
 
 @pytest.fixture(autouse=True)

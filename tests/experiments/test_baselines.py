@@ -19,7 +19,7 @@ from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training
 from infoprompt.tasks import get_task
-from infoprompt.train import TrainConfig, encode_examples, predict_encoded, prompted_batch
+from infoprompt.training import TrainConfig, encode_examples, predict_encoded, prompted_batch
 
 
 def spec_for(method, toy_task, backbone_dir, seed=1, **training):

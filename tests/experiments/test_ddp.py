@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infoprompt.train import Distributed, distributed_context
+from infoprompt.training import Distributed, distributed_context
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "ddp_check.py"
 

@@ -14,7 +14,7 @@ from infoprompt.tasks import Example, get_task, load_split, sample_few_shot
 from infoprompt.tasks.relation import NO_RELATION, SEMEVAL_LABELS
 from infoprompt.tasks.sampling import allocate_balanced, missing_classes
 from infoprompt.tasks.spans import relation_fields
-from infoprompt.train import TrainConfig, train
+from infoprompt.training import TrainConfig, train
 
 
 def population(counts: dict[str, int]) -> list[Example]:

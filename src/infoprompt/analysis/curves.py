@@ -1,6 +1,6 @@
 """Learning curves from run logs: per-method mean and spread over seeds, and steps to 95% of the final loss.
 
-A run is a directory holding ``train_log.jsonl`` (as :func:`infoprompt.train.train` writes it) and, when the
+A run is a directory holding ``train_log.jsonl`` (as :func:`infoprompt.training.train` writes it) and, when the
 runner or ``infoprompt train`` made it, ``metrics.json`` / ``adapter_config.json`` naming its method, task,
 seed, shots and backbone. A path given by the user is either such a directory or a folder searched
 recursively for them (a sweep results directory).

@@ -20,7 +20,7 @@ from infoprompt.errors import UserError
 from infoprompt.model import PromptClassifier
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch
-from infoprompt.train import cache_features, encode_examples, prompted_batch
+from infoprompt.training import cache_features, encode_examples, prompted_batch
 
 
 @dataclass

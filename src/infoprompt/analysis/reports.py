@@ -27,7 +27,7 @@ from infoprompt.methods import get_method
 from infoprompt.model import CONFIG_NAME
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training
 from infoprompt.tasks import get_task, sample_few_shot
-from infoprompt.train import TrainConfig
+from infoprompt.training import TrainConfig
 
 ESTIMATORS = ("presence", "swap")
 ESTIMATOR_TITLES = {

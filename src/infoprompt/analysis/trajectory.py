@@ -1,8 +1,8 @@
 """A short training loop that records the prompt after every step (the trajectories of the loss landscapes).
 
-It is the loop of :func:`infoprompt.train.train` (same optimiser, clipping, shuffling and seeding, built from
+It is the loop of :func:`infoprompt.training.train` (same optimiser, clipping, shuffling and seeding, built from
 its batching helpers and :meth:`PromptClassifier.losses`) with a per-step record of the prompt vector and
-the loss terms; ``train.py`` has no per-step hook, and this keeps it that way.
+the loss terms; ``training.py`` has no per-step hook, and this keeps it that way.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from infoprompt.errors import UserError
 from infoprompt.model import PromptClassifier
 from infoprompt.prompts import StaticPrompt
 from infoprompt.tasks import Example
-from infoprompt.train import (
+from infoprompt.training import (
     EncodedSet,
     batches,
     cache_features,
@@ -32,7 +32,7 @@ LOSS_NAMES = ("total", "pred", "rep", "head", "kl")
 
 @dataclass
 class TrajectoryConfig:
-    """Settings of the recorded run (the defaults are those of :class:`~infoprompt.train.TrainConfig`).
+    """Settings of the recorded run (the defaults are those of :class:`~infoprompt.training.TrainConfig`).
 
     Attributes:
         steps: optimiser steps to record (epochs are repeated until reached).

@@ -59,6 +59,6 @@ def fit_function(method: str) -> Callable[..., dict[str, object]]:
         from infoprompt.baselines.linear_probe import fit_linear_probe
 
         return fit_linear_probe
-    from infoprompt.train import train
+    from infoprompt.training import train
 
     return train

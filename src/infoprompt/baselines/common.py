@@ -46,7 +46,7 @@ def plain_template(task: TaskSpec) -> str:
 
 
 class BaselineModel(nn.Module):
-    """Base of the baselines; it offers the interface :mod:`infoprompt.train` and the pipeline use.
+    """Base of the baselines; it offers the interface :mod:`infoprompt.training` and the pipeline use.
 
     ``config`` is a :class:`~infoprompt.model.ClassifierConfig` (so adapters of every method share one
     ``adapter_config.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.

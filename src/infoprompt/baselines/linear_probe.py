@@ -27,7 +27,7 @@ class LinearProbe(BaselineModel):
     """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state).
 
     The head is fitted by logistic regression (:func:`fit_linear_probe`), then lives as an ordinary
-    ``nn.Linear`` so evaluation and prediction run through :mod:`infoprompt.train` like every other method.
+    ``nn.Linear`` so evaluation and prediction run through :mod:`infoprompt.training` like every other method.
     """
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
@@ -96,8 +96,8 @@ def fit_linear_probe(
     config=None,
     log_path: Path | None = None,
 ) -> dict[str, object]:
-    """Fit the head by logistic regression; returns the same result dict as :func:`infoprompt.train.train`."""
-    from infoprompt.train import (
+    """Fit the head by logistic regression; returns the same result dict as :func:`infoprompt.training.train`."""
+    from infoprompt.training import (
         JsonlLog,
         TrainConfig,
         batches,

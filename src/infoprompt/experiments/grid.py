@@ -18,7 +18,7 @@ from infoprompt.methods import get_method
 from infoprompt.model import ClassifierConfig
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import get_task
-from infoprompt.train import TrainConfig
+from infoprompt.training import TrainConfig
 
 AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
 SETTINGS = ("backbone", "training", "classifier", "source", "data_dir", "cache_dir")
@@ -45,7 +45,7 @@ class Cell:
     Attributes:
         task / method / shots / n_prompts / seed: the axes (``shots=None`` is the full training split).
         backbone: backbone name or path (a setting: cells differing only in it share an id and conflict).
-        training: :class:`~infoprompt.train.TrainConfig` overrides (JSON-able).
+        training: :class:`~infoprompt.training.TrainConfig` overrides (JSON-able).
         classifier: :class:`~infoprompt.model.ClassifierConfig` overrides (JSON-able).
         source / data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).
     """

@@ -25,7 +25,7 @@ from infoprompt.experiments.store import (
     write_record,
 )
 from infoprompt.pipeline import run_training
-from infoprompt.train import distributed_context
+from infoprompt.training import distributed_context
 
 Runner = Callable[..., dict[str, Any]]
 
