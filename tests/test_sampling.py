@@ -48,3 +48,19 @@ def test_full_mode_and_errors():
         sample_few_shot(data, 7, 0)
     with pytest.raises(UserError, match="empty"):
         sample_few_shot([], 4, 0)
+
+
+def test_run_spec_passes_the_sampling_strategy(monkeypatch):
+    from infoprompt import pipeline
+
+    seen = {}
+
+    def fake_sample(examples, k, seed, **options):
+        seen.update(options)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pipeline, "read_split", lambda *a: population({"a": 5, "b": 5}))
+    monkeypatch.setattr(pipeline, "sample_few_shot", fake_sample)
+    with pytest.raises(RuntimeError, match="stop here"):
+        pipeline.run_training(pipeline.RunSpec(task="sst2", method="warp", shots=4, sampling="balanced"))
+    assert seen == {"labels": ("negative", "positive"), "strategy": "balanced"}

@@ -78,7 +78,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     spec = RunSpec(
         task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
-        training=training_config(args, args.seed), cache_dir=args.cache_dir,
+        training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
     )
     record = run_training(spec, args.out, overwrite=args.overwrite)
     metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
@@ -153,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--method", default="infoprompt")
     train.add_argument("--shots", type=parse_shots, default=64, help="training examples per seed, or 'full' (default 64)")
     train.add_argument("--seed", type=int, default=1)
+    train.add_argument("--sampling", choices=("proportional", "balanced"), default="proportional",
+                       help="share --shots over classes proportionally (default) or evenly")
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
     train.add_argument("--out", required=True, help="run directory (adapter, log, metrics.json)")
     train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")

@@ -38,6 +38,9 @@ class RunSpec:
         classifier: overrides of :class:`~infoprompt.model.ClassifierConfig` fields (beta, gamma, ...).
         training: optimisation settings.
         cache_dir: where the packaged MPNet is extracted.
+        sampling: how the few-shot draw shares ``shots`` over classes: ``proportional`` to their sizes (every
+            class at least once) or ``balanced`` (equal shares where classes are big enough; for skewed label
+            sets such as CoNLL04 relations, where most pairs are ``no_relation``).
     """
 
     task: str
@@ -51,6 +54,7 @@ class RunSpec:
     classifier: dict[str, object] = field(default_factory=dict)
     training: TrainConfig = field(default_factory=TrainConfig)
     cache_dir: str | None = None
+    sampling: str = "proportional"
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -105,7 +109,7 @@ def run_training(
         out = None  # under accelerate launch only the main process writes the run directory
     train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
     eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
-    sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels)
+    sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels, strategy=spec.sampling)
     if backbone is None:
         backbone = load_backbone(spec.backbone, cache_dir=spec.cache_dir)
     model = build_classifier(spec, backbone)
