@@ -17,18 +17,6 @@ from infoprompt.theory.__main__ import build_parser, main
 from infoprompt.theory.cli import add_theory_commands, load_instance, run_newton
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """On a loaded 2-core machine tiny BLAS calls stall in thread hand-offs; one thread avoids it."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
-
 def _module(*argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(

@@ -17,18 +17,6 @@ from infoprompt.theory import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """On a loaded 2-core machine tiny BLAS calls stall in thread hand-offs; one thread avoids it."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(1):
-        yield
-
-
 def _run(problem: SoftmaxRegressionProblem, x0: np.ndarray):
     x_star = solve_reference(problem)
     result = exact_newton(problem, x0, tol=0.0, eps=1e-12, x_star=x_star)
