@@ -12,6 +12,19 @@ from pathlib import Path
 from typing import Any
 
 
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a JSON file that must hold an object; a broken file is a :class:`UserError` naming it."""
+    from infoprompt.errors import UserError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and rename it into place."""
     target = Path(path)

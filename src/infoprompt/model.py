@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from torch import nn
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.baselines.bottleneck import BottleneckAdapters
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
+from infoprompt.io_utils import atomic_write_bytes, atomic_write_json, read_json_object
 from infoprompt.methods import MethodPreset, get_method
 from infoprompt.objectives import HeadMI, RepresentationMI, sample_context_negatives
 from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
@@ -354,13 +353,7 @@ class PromptClassifier(nn.Module):
             raise UserError(f"adapter directory {directory} does not exist")
         if not config_path.is_file():
             raise UserError(f"adapter file {config_path} is missing")
-        try:
-            data = json.loads(config_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise UserError(f"{config_path}: not valid JSON ({error})") from None
-        if not isinstance(data, dict):
-            raise UserError(f"{config_path}: expected a JSON object")
-        config = ClassifierConfig.from_json(data, str(config_path))
+        config = ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
         kind = get_method(config.method).kind
         if kind == "classifier" and not weights_path.is_file():
             raise UserError(f"adapter file {weights_path} is missing")
@@ -371,17 +364,24 @@ class PromptClassifier(nn.Module):
 
             return load_model(directory, config, backbone)
         model = cls(backbone, config)
-        try:
-            state = load_file(str(weights_path))
-        except (SafetensorError, OSError) as error:
-            raise UserError(f"{weights_path}: not a readable safetensors file ({error})") from None
-        expected = model.trainable_state()
-        missing = sorted(set(expected) - set(state))
-        unexpected = sorted(set(state) - set(expected))
-        if missing or unexpected:
-            raise UserError(f"{weights_path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-        for name, tensor in state.items():
-            if tensor.shape != expected[name].shape:
-                raise UserError(f"{weights_path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
-        model.load_state_dict(state, strict=False)
+        model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model
+
+
+def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Read ``adapter_model.safetensors`` and check its names and shapes against ``expected``."""
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+    return state

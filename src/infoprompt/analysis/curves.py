@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import read_json_object
 
 LOG_NAME = "train_log.jsonl"
 LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
@@ -59,16 +60,6 @@ class RunLog:
         return names[0] if names else None
 
 
-def _read_json(path: Path) -> dict[str, object]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
-
-
 def read_run(directory: str | os.PathLike[str]) -> RunLog:
     """Read one run directory; its method comes from metrics.json, adapter_config.json or the folder name."""
     directory = Path(directory)
@@ -78,7 +69,7 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
     meta: dict[str, object] = {}
     for name in ("adapter_config.json", "metrics.json"):  # metrics.json (the run record) wins
         if (directory / name).is_file():
-            meta.update(_read_json(directory / name))
+            meta.update(read_json_object(directory / name))
     steps: list[int] = []
     losses: dict[str, list[float]] = {key: [] for key in LOSS_KEYS}
     eval_rows: list[tuple[int, dict[str, float]]] = []

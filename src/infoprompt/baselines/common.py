@@ -6,8 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from infoprompt.backbones import Backbone
@@ -110,25 +109,6 @@ def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config
         atomic_write_bytes(directory / WEIGHTS_NAME, tmp.read_bytes())
         tmp.unlink()
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
-
-
-def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Read ``adapter_model.safetensors`` and check its names and shapes against ``expected``."""
-    path = directory / WEIGHTS_NAME
-    if not path.is_file():
-        raise UserError(f"adapter file {path} is missing")
-    try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError) as error:
-        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
-            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
-    return state
 
 
 def mean_pool(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
