@@ -277,11 +277,7 @@ class PromptClassifier(nn.Module):
         """The no-prompt pass: pooled ``P'`` (prompt-generator input) and ``Z'`` (readout state)."""
         with torch.no_grad():
             states = self.encode_states(plain, None, adapted=False)
-            if self.config.pooling == "cls":
-                pooled = states[:, 0]
-            else:
-                mask = plain.attention_mask.unsqueeze(-1).to(states.dtype)
-                pooled = (states * mask).sum(1) / mask.sum(1)
+            pooled = states[:, 0] if self.config.pooling == "cls" else mean_pool(states, plain.attention_mask)
             return pooled, self.readout(states, plain.readout_position)
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -366,6 +362,12 @@ class PromptClassifier(nn.Module):
         model = cls(backbone, config)
         model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model
+
+
+def mean_pool(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the states over the real (unpadded) tokens."""
+    mask = attention_mask.unsqueeze(-1).to(states.dtype)
+    return (states * mask).sum(1) / mask.sum(1)
 
 
 def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -111,6 +111,3 @@ def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
 
 
-def mean_pool(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    mask = attention_mask.unsqueeze(-1).to(states.dtype)
-    return (states * mask).sum(1) / mask.sum(1)

@@ -12,9 +12,9 @@ from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines.common import BaselineModel, mean_pool, write_adapter
+from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, read_weights
+from infoprompt.model import ClassifierConfig, mean_pool, read_weights
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, collate
 
