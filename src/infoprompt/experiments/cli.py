@@ -19,7 +19,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     for axis in ("tasks", "methods", "shots", "n_prompts", "seeds"):
         if getattr(args, axis) is not None:
             overrides[axis] = getattr(args, axis)
-    for name in ("backbone", "data_dir", "cache_dir", "source"):
+    for name in ("backbone", "data_dir", "cache_dir", "source", "sampling"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     training = {name: getattr(args, name) for name in ("epochs", "batch_size", "max_steps", "eval_every_epochs")
@@ -100,6 +100,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--threads", type=int, help="torch CPU threads")
     sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
     sweep.add_argument("--source", choices=("files", "hub"))
+    sweep.add_argument("--sampling", choices=("proportional", "balanced"),
+                       help="how the few-shot draw shares the shots over classes (default: the grid's, else proportional)")
     sweep.add_argument("--cache-dir", help="where packaged backbones are extracted")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(handler=cmd_sweep)

@@ -18,13 +18,15 @@ from infoprompt.methods import get_method
 from infoprompt.model import ClassifierConfig
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import get_task
+from infoprompt.tasks.sampling import ALLOCATIONS
 from infoprompt.training import TrainConfig
 
 AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
-SETTINGS = ("backbone", "training", "classifier", "source", "data_dir", "cache_dir")
+SETTINGS = ("backbone", "training", "classifier", "source", "sampling", "data_dir", "cache_dir")
 DEFAULT_BLOCK: dict[str, Any] = {
     "methods": ["infoprompt"], "shots": [64], "n_prompts": [4], "seeds": [1, 2, 3],
-    "backbone": "minilm", "training": {}, "classifier": {}, "source": "files", "data_dir": None, "cache_dir": None,
+    "backbone": "minilm", "training": {}, "classifier": {}, "source": "files", "sampling": "proportional",
+    "data_dir": None, "cache_dir": None,
 }
 # Fields of TrainConfig a grid may set; the seed comes from the cell and progress bars are the sweep's business.
 TRAINING_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "progress"))
@@ -47,7 +49,9 @@ class Cell:
         backbone: backbone name or path (a setting: cells differing only in it share an id and conflict).
         training: :class:`~infoprompt.training.TrainConfig` overrides (JSON-able).
         classifier: :class:`~infoprompt.model.ClassifierConfig` overrides (JSON-able).
-        source / data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).
+        source: ``files`` or ``hub``.
+        sampling: how the few-shot draw shares the shots over classes (see :class:`~infoprompt.pipeline.RunSpec`).
+        data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).
     """
 
     task: str
@@ -59,6 +63,7 @@ class Cell:
     training: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     classifier: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     source: str = field(default="files", compare=False)
+    sampling: str = field(default="proportional", compare=False)
     data_dir: str | None = field(default=None, compare=False)
     cache_dir: str | None = field(default=None, compare=False)
 
@@ -69,7 +74,10 @@ class Cell:
 
     def settings(self) -> dict[str, Any]:
         """Everything besides the id that changes the result; a finished record must carry the same hash."""
-        return {"backbone": self.backbone, "training": self.training, "classifier": self.classifier, "source": self.source}
+        settings = {"backbone": self.backbone, "training": self.training, "classifier": self.classifier, "source": self.source}
+        if self.sampling != "proportional":
+            settings["sampling"] = self.sampling  # only when set, so records made before this setting stay valid
+        return settings
 
     @property
     def settings_hash(self) -> str:
@@ -84,7 +92,7 @@ class Cell:
         return RunSpec(
             task=self.task, method=self.method, shots=self.shots, n_prompts=self.n_prompts, seed=self.seed,
             backbone=self.backbone, data_dir=self.data_dir, source=self.source, classifier=dict(self.classifier),
-            training=training, cache_dir=self.cache_dir,
+            training=training, cache_dir=self.cache_dir, sampling=self.sampling,
         )
 
 
@@ -163,6 +171,8 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
         raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
     if block["source"] not in ("files", "hub"):
         raise _fail(f"{where}.source", f"expected 'files' or 'hub', got {block['source']!r}")
+    if block["sampling"] not in ALLOCATIONS:
+        raise _fail(f"{where}.sampling", f"expected one of {', '.join(ALLOCATIONS)}, got {block['sampling']!r}")
     cells = []
     for task in tasks:
         for method in methods:
@@ -173,7 +183,8 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
                         cells.append(Cell(
                             task=task, method=method, shots=shot, n_prompts=count, seed=seed,
                             backbone=block["backbone"], training=training, classifier=classifier,
-                            source=block["source"], data_dir=block["data_dir"], cache_dir=block["cache_dir"],
+                            source=block["source"], sampling=block["sampling"],
+                            data_dir=block["data_dir"], cache_dir=block["cache_dir"],
                         ))
     return cells
 
