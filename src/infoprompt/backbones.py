@@ -43,6 +43,11 @@ class Backbone:
         return int(self.model.config.hidden_size)
 
     @property
+    def device(self) -> torch.device:
+        """Where the encoder's weights are (the CPU until a training run moves it)."""
+        return next(self.model.parameters()).device
+
+    @property
     def input_embeddings(self) -> torch.nn.Embedding:
         return self.model.get_input_embeddings()
 

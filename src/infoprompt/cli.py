@@ -51,6 +51,13 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-every-epochs", type=int, default=5, help="periodic evaluation every N epochs (0: none)")
     group.add_argument("--eval-subset", type=int, default=256, help="eval examples used by periodic evaluations")
     group.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
+    add_device_options(group)
+
+
+def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--device", default="auto", help="auto (GPU when CUDA is available, else CPU), cpu, cuda, cuda:N")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
 
 
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -69,6 +76,7 @@ def training_config(args: argparse.Namespace, seed: int):
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
         max_steps=args.max_steps, eval_every=args.eval_every, eval_every_epochs=args.eval_every_epochs,
         eval_subset=args.eval_subset, feature_cache=not args.no_feature_cache, progress=not args.quiet,
+        device=args.device, precision=args.precision,
     )
 
 
@@ -91,12 +99,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json
     from infoprompt.model import PromptClassifier
     from infoprompt.pipeline import read_split
-    from infoprompt.training import evaluate
+    from infoprompt.training import evaluate, resolve_device
 
-    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
+    device = resolve_device(args.device)
+    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
     split = args.split or model.task.eval_split
     examples = read_split(model.task, split, args.data_dir, args.source)
-    metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet)
+    metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
     record = {"adapter": str(args.adapter), "task": model.task.name, "split": split, "n": len(examples), "metrics": metrics}
     print(json.dumps(record, sort_keys=True))
     if args.output:
@@ -108,11 +117,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text
     from infoprompt.model import PromptClassifier
-    from infoprompt.training import predict
+    from infoprompt.training import predict, resolve_device
 
-    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir)
+    device = resolve_device(args.device)
+    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
     rows = read_inputs(args.input, model.task)
-    lines = [json.dumps(record, sort_keys=True) for record in predict(model, rows, args.batch_size)]
+    lines = [json.dumps(record, sort_keys=True) for record in predict(model, rows, args.batch_size, args.precision)]
     text = "".join(line + "\n" for line in lines)
     if args.output:
         atomic_write_text(args.output, text)
@@ -168,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
     evaluate.add_argument("--batch-size", type=int, default=64)
     evaluate.add_argument("--output", help="also write the metrics JSON here")
+    add_device_options(evaluate)
     common(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
 
@@ -177,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", help="write predictions here instead of stdout")
     predict.add_argument("--batch-size", type=int, default=64)
     predict.add_argument("--cache-dir")
+    add_device_options(predict)
     predict.set_defaults(handler=cmd_predict)
 
     commands.add_parser("tasks", help="list tasks").set_defaults(handler=cmd_tasks)

@@ -68,8 +68,8 @@ def _json_default(value: Any) -> Any:
 def staged_directory(final: str | os.PathLike[str], overwrite: bool = False) -> Iterator[Path]:
     """Yield a scratch directory that replaces ``final`` only when the block finishes without error.
 
-    An interrupted run leaves ``final`` untouched (or absent) and the scratch directory
-    ``.<name>.partial`` beside it, so that nothing half-written is ever taken for a finished run.
+    A run that fails or is interrupted leaves ``final`` untouched (or absent) and removes its scratch
+    directory ``.<name>.partial``, so that nothing half-written is left behind or taken for a finished run.
     """
     final_path = Path(final)
     if final_path.exists() and not overwrite:
@@ -81,7 +81,11 @@ def staged_directory(final: str | os.PathLike[str], overwrite: bool = False) -> 
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir()
-    yield staging
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     if final_path.exists():
         backup = final_path.parent / f".{final_path.name}.old"
         if backup.exists():

@@ -214,6 +214,7 @@ class PromptClassifier(nn.Module):
             )
         if self.preset.train_encoder:
             self.encoder.requires_grad_(True)
+        self.to(backbone.device)  # new parts join the encoder, wherever a previous run left it
 
     # -- construction -------------------------------------------------------------------------------------
     def _token_init(self, count: int, generator: torch.Generator) -> torch.Tensor:

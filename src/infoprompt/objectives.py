@@ -92,16 +92,21 @@ class RepresentationMI(nn.Module):
         """Return the per-example InfoNCE loss and the KL of both Gaussians to N(0, I) (for the optional term)."""
         mu, sigma = self.gaussian(z_prompted)
         mu_neg, sigma_neg = self.gaussian(z_plain)
-        noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+        noise = standard_normal(mu.shape, generator, mu)
         positive_sample = mu + sigma * noise
-        noise_neg = torch.randn(
-            (mu.shape[0], n_negatives, mu.shape[1]), generator=generator, device=mu.device, dtype=mu.dtype
-        )
+        noise_neg = standard_normal((mu.shape[0], n_negatives, mu.shape[1]), generator, mu)
         negative_samples = mu_neg.unsqueeze(1) + sigma_neg.unsqueeze(1) * noise_neg
         positive = self.critic(prompt_mean, positive_sample)
         negatives = self.critic(prompt_mean.unsqueeze(1), negative_samples)
         kl = gaussian_kl(mu, sigma) + gaussian_kl(mu_neg, sigma_neg)
         return info_nce(positive, negatives), kl
+
+
+def standard_normal(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
+    """N(0, I) noise drawn on the generator's device (the CPU for the training loop's generators) and moved
+    to ``like``'s device, so one seed gives the same draws on every device."""
+    device = generator.device if generator is not None else like.device
+    return torch.randn(shape, generator=generator, device=device, dtype=like.dtype).to(like.device)
 
 
 def gaussian_kl(mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -119,7 +124,9 @@ def sample_context_negatives(
     if empty.any():
         weights = weights.clone()
         weights[empty, 0] = 1.0  # an example with no text token falls back to position 0 (its first token)
+    if generator is not None:
+        weights = weights.to(generator.device)  # drawn where the generator lives: same draws on every device
     picks = torch.multinomial(weights, count, replacement=True, generator=generator)  # (B, count)
-    positions = context_positions.gather(1, picks)
+    positions = context_positions.gather(1, picks.to(context_positions.device))
     token_ids = input_ids.gather(1, positions)
     return embeddings(token_ids)

@@ -19,7 +19,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, staged_directory
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
-from infoprompt.training import TrainConfig, distributed_context
+from infoprompt.training import TrainConfig, distributed_context, resolve_device
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"
@@ -83,8 +83,10 @@ def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
     return build_model(backbone, config)
 
 
-def environment() -> dict[str, object]:
+def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
+    device = next(model.parameters()).device if model is not None else torch.device("cpu")
     return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "infoprompt": infoprompt.__version__,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -107,6 +109,7 @@ def run_training(
     ddp = distributed_context()
     if not ddp.is_main:
         out = None  # under accelerate launch only the main process writes the run directory
+    resolve_device(spec.training.device, ddp)  # a device this machine lacks fails before any work
     train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
     eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
     sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels, strategy=spec.sampling)
@@ -140,7 +143,7 @@ def run_training(
             "parameters": model.parameter_counts(),
             "spec": spec.to_json(),
             "classifier": model.config.to_json(),
-            "environment": environment(),
+            "environment": environment(model),
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         if directory is not None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,11 @@ class TrainConfig:
         eval_batch_size: batch size of evaluation and prediction.
         feature_cache: compute the no-prompt pass once per example instead of at every step.
         progress: show progress bars.
+        device: ``auto`` (this process's GPU when CUDA is available, else the CPU), ``cpu``, ``cuda`` or
+            ``cuda:N``. Random draws (batch order, negatives, noise) come from CPU generators on every
+            device, so a seed means the same draws everywhere.
+        precision: ``fp32``, or ``bf16`` to run the encoder passes under bfloat16 autocast (faster on GPUs
+            and on CPUs with AVX512-BF16/AMX; parameters, optimiser state and losses stay float32).
     """
 
     epochs: int = 30
@@ -53,6 +59,11 @@ class TrainConfig:
     eval_batch_size: int = 64
     feature_cache: bool = True
     progress: bool = True
+    device: str = "auto"
+    precision: str = "fp32"
+
+
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -107,6 +118,43 @@ def distributed_context() -> Distributed:
     return Distributed(rank=torch.distributed.get_rank(), world_size=torch.distributed.get_world_size())
 
 
+def resolve_device(name: str, ddp: Distributed | None = None) -> torch.device:
+    """The torch device for ``TrainConfig.device``; each process of a multi-GPU run takes its local GPU."""
+    local = int(os.environ.get("LOCAL_RANK", (ddp or Distributed()).rank))
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {name!r}; valid: auto, cpu, cuda, cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {name!r} asked for, but this torch {torch.__version__} sees no CUDA GPU; use --device cpu")
+        if device.index is None:
+            device = torch.device("cuda", local % torch.cuda.device_count())
+        elif device.index >= torch.cuda.device_count():
+            raise UserError(f"device {name!r} asked for, but only {torch.cuda.device_count()} CUDA GPU(s) are visible")
+    elif device.type != "cpu":
+        raise UserError(f"device {name!r} is not supported; valid: auto, cpu, cuda, cuda:N")
+    return device
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, precision: str) -> Iterator[None]:
+    """bfloat16 autocast for ``precision="bf16"``, nothing for ``fp32``."""
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        yield
+        return
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        yield
+
+
 def encode_examples(model: PromptClassifier, examples: Sequence[Example]) -> EncodedSet:
     pairs = model.template_encoder.encode_many([e.fields for e in examples], [e.source for e in examples])
     if all(e.label is not None for e in examples):
@@ -132,24 +180,30 @@ def length_sorted(encoded: EncodedSet) -> list[int]:
     return sorted(range(len(encoded)), key=lambda i: len(encoded.pairs[i].prompted.input_ids))
 
 
+def plain_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> Batch:
+    return collate([encoded.pairs[i].plain for i in chunk], pad_id(model)).to(model_device(model))
+
+
 def cache_features(
-    model: PromptClassifier, encoded: EncodedSet, batch_size: int, progress: bool = False, ddp: Distributed | None = None
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int, progress: bool = False, ddp: Distributed | None = None,
+    precision: str = "fp32",
 ) -> None:
-    """Run the frozen no-prompt pass once per example and keep ``P'`` and ``Z'`` on ``encoded``."""
+    """Run the frozen no-prompt pass once per example and keep ``P'`` and ``Z'`` on ``encoded`` (on the model's device)."""
     if not model.needs_features or encoded.pooled is not None:
         return
     ddp = ddp or Distributed()
+    device = model_device(model)
     hidden = model.backbone.hidden_size
     allocate = torch.zeros if ddp.active else torch.empty  # summed across processes: untouched rows must be 0
-    pooled = allocate(len(encoded), hidden)
-    z_plain = allocate(len(encoded), hidden)
+    pooled = allocate(len(encoded), hidden, device=device)
+    z_plain = allocate(len(encoded), hidden, device=device)
     was_training = model.training
     model.eval()
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
-    for chunk in tqdm(chunks, desc="no-prompt features", disable=not progress, leave=False):
-        batch = collate([encoded.pairs[i].plain for i in chunk], pad_id(model))
-        p, z = model.plain_features(batch)
-        pooled[chunk], z_plain[chunk] = p, z
+    with autocast(device, precision):
+        for chunk in tqdm(chunks, desc="no-prompt features", disable=not progress, leave=False):
+            p, z = model.plain_features(plain_batch(model, encoded, chunk))
+            pooled[chunk], z_plain[chunk] = p.float(), z.float()
     model.train(was_training)
     encoded.pooled, encoded.z_plain = ddp.sum_(pooled), ddp.sum_(z_plain)
 
@@ -159,54 +213,61 @@ def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int])
         return None, None
     if encoded.pooled is not None:
         return encoded.pooled[chunk], encoded.z_plain[chunk]
-    return model.plain_features(collate([encoded.pairs[i].plain for i in chunk], pad_id(model)))
+    return model.plain_features(plain_batch(model, encoded, chunk))
 
 
 def prompted_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> Batch:
-    return collate([encoded.pairs[i].prompted for i in chunk], pad_id(model))
+    return collate([encoded.pairs[i].prompted for i in chunk], pad_id(model)).to(model_device(model))
 
 
 @torch.no_grad()
 def predict_encoded(
     model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
-    ddp: Distributed | None = None,
+    ddp: Distributed | None = None, precision: str = "fp32",
 ) -> torch.Tensor:
-    """Class probabilities (N, C) in input order (batches split over processes when ``ddp`` is active)."""
+    """Class probabilities (N, C) on the CPU, in input order (batches split over processes when ``ddp`` is active)."""
     ddp = ddp or Distributed()
+    device = model_device(model)
     was_training = model.training
     model.eval()
-    probabilities = (torch.zeros if ddp.active else torch.empty)(len(encoded), len(model.config.labels))
+    probabilities = (torch.zeros if ddp.active else torch.empty)(len(encoded), len(model.config.labels), device=device)
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
-    for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
-        pooled, _ = features_for(model, encoded, chunk)
-        logits, _, _ = model(prompted_batch(model, encoded, chunk), pooled)
-        probabilities[chunk] = logits.float().softmax(-1)
+    with autocast(device, precision):
+        for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
+            pooled, _ = features_for(model, encoded, chunk)
+            logits, _, _ = model(prompted_batch(model, encoded, chunk), pooled)
+            probabilities[chunk] = logits.float().softmax(-1)
     model.train(was_training)
-    return ddp.sum_(probabilities)
+    return ddp.sum_(probabilities).cpu()
 
 
 def evaluate_encoded(
     model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
-    ddp: Distributed | None = None,
+    ddp: Distributed | None = None, precision: str = "fp32",
 ) -> dict[str, float]:
     if encoded.labels is None:
         raise UserError("evaluation needs labelled examples")
-    predicted = predict_encoded(model, encoded, batch_size, progress, ddp).argmax(-1)
+    predicted = predict_encoded(model, encoded, batch_size, progress, ddp, precision).argmax(-1)
     task = model.task
     return compute_metrics(task.metrics, encoded.labels.tolist(), predicted.tolist(), model.config.labels, task.positive_label)
 
 
-def evaluate(model: PromptClassifier, examples: Sequence[Example], batch_size: int = 64, progress: bool = False) -> dict[str, float]:
-    """Metrics of ``model`` on labelled ``examples`` (the task's metrics, primary first)."""
-    return evaluate_encoded(model, encode_examples(model, examples), batch_size, progress)
+def evaluate(
+    model: PromptClassifier, examples: Sequence[Example], batch_size: int = 64, progress: bool = False,
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """Metrics of ``model`` on labelled ``examples`` (the task's metrics, primary first), on the model's device."""
+    return evaluate_encoded(model, encode_examples(model, examples), batch_size, progress, precision=precision)
 
 
-def predict(model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64) -> list[dict[str, object]]:
+def predict(
+    model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32"
+) -> list[dict[str, object]]:
     """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields)."""
     if not inputs:
         return []
     encoded = encode_examples(model, [Example(fields=f, source=f"input {i + 1}") for i, f in enumerate(inputs)])
-    probabilities = predict_encoded(model, encoded, batch_size)
+    probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     labels = model.config.labels
     return [
         {"label": labels[int(row.argmax())], "probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
@@ -214,20 +275,31 @@ def predict(model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_siz
     ]
 
 
+def batch_losses(
+    model: PromptClassifier, train_set: EncodedSet, chunk: list[int], generator: torch.Generator, precision: str
+):
+    """The loss terms of one training batch (encoder passes under ``precision``'s autocast)."""
+    device = model_device(model)
+    pooled, z_plain = features_for(model, train_set, chunk)
+    with autocast(device, precision):
+        return model.losses(
+            prompted_batch(model, train_set, chunk), train_set.labels[chunk].to(device), pooled, z_plain, generator
+        )
+
+
 def _distributed_backward(
     model: PromptClassifier, train_set: EncodedSet, chunk: list[int], ddp: Distributed,
-    parameters: list[torch.nn.Parameter], generator: torch.Generator,
+    parameters: list[torch.nn.Parameter], generator: torch.Generator, precision: str,
 ) -> dict[str, float]:
     """This process's share of one batch: backward of its loss weighted by its share, then the gradients
     summed over processes, which gives every process the gradient of the whole batch's mean loss."""
     mine = ddp.share(chunk)
     weight = len(mine) / len(chunk)
-    values = torch.zeros(5)
+    values = torch.zeros(5, device=model_device(model))
     if mine:
-        pooled, z_plain = features_for(model, train_set, mine)
-        terms = model.losses(prompted_batch(model, train_set, mine), train_set.labels[mine], pooled, z_plain, generator)
+        terms = batch_losses(model, train_set, mine, generator, precision)
         (terms.total * weight).backward()
-        values = torch.tensor([float(v.detach()) for v in (terms.total, terms.pred, terms.rep, terms.head, terms.kl)]) * weight
+        values = torch.stack([v.detach().float() for v in (terms.total, terms.pred, terms.rep, terms.head, terms.kl)]) * weight
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
     flat = ddp.sum_(torch.cat([g.reshape(-1) for g in grads] + [values]))
     offset = 0
@@ -276,6 +348,11 @@ def train(
     config = config or TrainConfig()
     started = time.perf_counter()
     ddp = distributed_context()
+    device = resolve_device(config.device, ddp)
+    precision = config.precision
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    model.to(device)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     order_generator = generator
@@ -290,11 +367,11 @@ def train(
     cache_started = time.perf_counter()
     progress = config.progress and ddp.is_main
     if config.feature_cache:
-        cache_features(model, train_set, config.eval_batch_size, progress, ddp)
+        cache_features(model, train_set, config.eval_batch_size, progress, ddp, precision)
     cache_seconds = time.perf_counter() - cache_started
     periodic = config.eval_every or config.eval_every_epochs
     if eval_set is not None and config.feature_cache and periodic:
-        cache_features(model, eval_set, config.eval_batch_size, progress, ddp)
+        cache_features(model, eval_set, config.eval_batch_size, progress, ddp, precision)
     periodic_set = eval_set
     if eval_set is not None and config.eval_subset and len(eval_set) > config.eval_subset:
         n = config.eval_subset
@@ -320,7 +397,7 @@ def train(
         if periodic_set is None:
             return
         t0 = time.perf_counter()
-        metrics = evaluate_encoded(model, periodic_set, config.eval_batch_size, ddp=ddp)
+        metrics = evaluate_encoded(model, periodic_set, config.eval_batch_size, ddp=ddp, precision=precision)
         eval_seconds += time.perf_counter() - t0
         log.write({"type": "eval", "step": step, "epoch": epoch, "n_eval": len(periodic_set), **metrics})
 
@@ -336,10 +413,9 @@ def train(
                 break
             if ddp.active:
                 optimizer.zero_grad(set_to_none=True)
-                last = _distributed_backward(model, train_set, chunk, ddp, parameters, generator)
+                last = _distributed_backward(model, train_set, chunk, ddp, parameters, generator, precision)
             else:
-                pooled, z_plain = features_for(model, train_set, chunk)
-                terms = model.losses(prompted_batch(model, train_set, chunk), train_set.labels[chunk], pooled, z_plain, generator)
+                terms = batch_losses(model, train_set, chunk, generator, precision)
                 optimizer.zero_grad(set_to_none=True)
                 terms.total.backward()
             if config.grad_clip:
@@ -364,8 +440,8 @@ def train(
     if eval_set is not None:
         t0 = time.perf_counter()
         if config.feature_cache:
-            cache_features(model, eval_set, config.eval_batch_size, ddp=ddp)
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp)
+            cache_features(model, eval_set, config.eval_batch_size, ddp=ddp, precision=precision)
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp, precision)
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": step, "n_eval": len(eval_set), **final})
     log.close()

@@ -94,3 +94,23 @@ def test_shards_partition_the_grid_deterministically():
     for bad in ("0/4", "5/4", "1-4", "a/b"):
         with pytest.raises(UserError, match="shard"):
             parse_shard(bad)
+
+
+def test_sampling_setting_reaches_the_run_and_the_hash_only_when_set(tmp_path):
+    path = write(tmp_path, "g.yaml", """
+methods: [warp]
+seeds: [1]
+grids:
+  - tasks: [sst2]
+  - tasks: [conll04-re]
+    sampling: balanced
+""")
+    by_task = {c.task: c for c in load_cells(path)}
+    assert by_task["sst2"].run_spec().sampling == "proportional"
+    assert by_task["conll04-re"].run_spec().sampling == "balanced"
+    # Records written before the setting existed carry the hash of the default; it must not move.
+    plain = Cell("sst2", "warp", 64, 4, 1)
+    assert "sampling" not in plain.settings()
+    assert Cell("sst2", "warp", 64, 4, 1, sampling="balanced").settings_hash != plain.settings_hash
+    with pytest.raises(UserError, match=r"g.yaml.*sampling.*stratified"):
+        load_cells(write(tmp_path, "g.yaml", "tasks: [sst2]\nsampling: stratified\n"))

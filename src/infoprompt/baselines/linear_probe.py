@@ -16,7 +16,7 @@ from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, mean_pool, read_weights
 from infoprompt.tasks import Example
-from infoprompt.templates import Batch, collate
+from infoprompt.templates import Batch
 
 # Inverse L2 strength of the logistic regression: scikit-learn's default, left untuned (no eval-split tuning).
 REGULARISATION_C = 1.0
@@ -37,6 +37,7 @@ class LinearProbe(BaselineModel):
         with torch.no_grad():
             self.head.weight.zero_()
             self.head.bias.zero_()
+        self.to(backbone.device)
 
     def train(self, mode: bool = True) -> LinearProbe:
         super().train(mode)
@@ -100,11 +101,13 @@ def fit_linear_probe(
     from infoprompt.training import (
         JsonlLog,
         TrainConfig,
+        autocast,
         batches,
         encode_examples,
         evaluate_encoded,
         length_sorted,
-        pad_id,
+        prompted_batch,
+        resolve_device,
     )
 
     config = config or TrainConfig()
@@ -112,10 +115,12 @@ def fit_linear_probe(
     train_set = encode_examples(model, train_examples)
     if train_set.labels is None:
         raise UserError("training examples must all be labelled")
-    model.eval()
+    device = resolve_device(config.device)
+    model.to(device).eval()
     features = torch.empty(len(train_set), model.backbone.hidden_size)
-    for chunk in batches(length_sorted(train_set), config.eval_batch_size):
-        features[chunk] = model.features(collate([train_set.pairs[i].prompted for i in chunk], pad_id(model)))
+    with autocast(device, config.precision):
+        for chunk in batches(length_sorted(train_set), config.eval_batch_size):
+            features[chunk] = model.features(prompted_batch(model, train_set, chunk)).float().cpu()
     cache_seconds = time.perf_counter() - started
 
     fit_started = time.perf_counter()
@@ -127,7 +132,7 @@ def fit_linear_probe(
     model.set_head(*head_from_sklearn(classifier, len(model.config.labels)))
     fit_seconds = time.perf_counter() - fit_started
     with torch.no_grad():
-        train_loss = float(nn.functional.cross_entropy(model.head(features), train_set.labels))
+        train_loss = float(nn.functional.cross_entropy(model.head(features.to(device)), train_set.labels.to(device)))
     iterations = int(np.max(classifier.n_iter_))
     log = JsonlLog(log_path)
     log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": REGULARISATION_C})
@@ -137,7 +142,7 @@ def fit_linear_probe(
     eval_set = encode_examples(model, eval_examples) if eval_examples else None
     if eval_set is not None:
         t0 = time.perf_counter()
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress)
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": iterations, "n_eval": len(eval_set), **final})
     log.close()

@@ -66,6 +66,7 @@ class PeftPromptClassifier(BaselineModel):
         else:
             self.peft = PeftModel.from_pretrained(base, str(peft_dir), is_trainable=False)
         self.peft.eval()
+        self.to(backbone.device)
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, None, None]:
         """Logits (B, C); no readout state or prompt tensor is exposed."""

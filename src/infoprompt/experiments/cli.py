@@ -22,8 +22,8 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("backbone", "data_dir", "cache_dir", "source", "sampling"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
-    training = {name: getattr(args, name) for name in ("epochs", "batch_size", "max_steps", "eval_every_epochs")
-                if getattr(args, name) is not None}
+    names = ("epochs", "batch_size", "max_steps", "eval_every_epochs", "device", "precision")
+    training = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     if args.no_feature_cache:
         training["feature_cache"] = False
     if training:
@@ -98,6 +98,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--save-runs", action="store_true", help="also keep each cell's adapter and training log")
     sweep.add_argument("--list", action="store_true", help="list the cells and their status, run nothing")
     sweep.add_argument("--threads", type=int, help="torch CPU threads")
+    sweep.add_argument("--device", help="auto, cpu, cuda, cuda:N (default: the grid's, else auto)")
+    sweep.add_argument("--precision", choices=("fp32", "bf16"), help="default: the grid's, else fp32")
     sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
     sweep.add_argument("--source", choices=("files", "hub"))
     sweep.add_argument("--sampling", choices=("proportional", "balanced"),

@@ -1,0 +1,80 @@
+"""Device and precision settings: resolution, clear errors, bf16 autocast, and CPU draws on every device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from infoprompt.cli import main
+from infoprompt.errors import UserError
+from infoprompt.objectives import sample_context_negatives, standard_normal
+from infoprompt.pipeline import RunSpec, build_classifier
+from infoprompt.training import TrainConfig, encode_examples, predict_encoded, resolve_device, train
+
+needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+
+
+def test_auto_and_cpu_resolve():
+    assert resolve_device("cpu") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+
+
+@pytest.mark.parametrize("name", ["tpu", "not a device", "mps"])
+def test_unknown_devices_are_user_errors(name):
+    with pytest.raises(UserError, match="valid: auto, cpu, cuda"):
+        resolve_device(name)
+
+
+@needs_no_cuda
+def test_cuda_without_a_gpu_says_so():
+    with pytest.raises(UserError, match="sees no CUDA GPU; use --device cpu"):
+        resolve_device("cuda:1")
+
+
+@needs_no_cuda
+def test_cli_refuses_cuda_without_a_gpu_and_writes_nothing(tmp_path, capsys, data_dir):
+    out = tmp_path / "run"
+    code = main(["train", "--task", "sst2", "--method", "warp", "--shots", "8", "--epochs", "1", "--device", "cuda",
+                 "--data-dir", str(data_dir), "--backbone", "minilm", "--out", str(out), "--quiet"])
+    assert code == 2 and "no CUDA GPU" in capsys.readouterr().err
+    assert not out.exists() and not any(tmp_path.iterdir())
+
+
+def test_unknown_precision_is_a_user_error(bert_backbone, toy_examples):
+    model = build_classifier(RunSpec(task="sst2", method="warp", classifier={"max_length": 48}), bert_backbone)
+    with pytest.raises(UserError, match="unknown precision 'fp8'"):
+        train(model, toy_examples, None, TrainConfig(epochs=1, progress=False, precision="fp8"))
+
+
+def test_bf16_trains_and_stays_close_to_fp32(bert_backbone, toy_examples):
+    results = {}
+    for precision in ("fp32", "bf16"):
+        model = build_classifier(RunSpec(task="sst2", method="infoprompt", seed=2, classifier={"max_length": 48}),
+                                 bert_backbone)
+        result = train(model, toy_examples, toy_examples[:8],
+                       TrainConfig(epochs=1, batch_size=4, seed=2, progress=False, precision=precision))
+        probabilities = predict_encoded(model, encode_examples(model, toy_examples[:8]), precision=precision)
+        results[precision] = (result, probabilities)
+        # The trained parameters stay float32 whatever the precision of the passes.
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+    fp32, bf16 = results["fp32"], results["bf16"]
+    assert all(torch.isfinite(torch.tensor(v)) for v in bf16[0]["last_losses"].values())
+    assert bf16[1].dtype == torch.float32 and torch.allclose(bf16[1].sum(-1), torch.ones(8))
+    assert torch.allclose(fp32[1], bf16[1], atol=0.05)
+    assert fp32[0]["last_losses"]["pred"] != bf16[0]["last_losses"]["pred"]  # bf16 really ran
+
+
+def test_random_draws_come_from_the_generator_not_the_device():
+    """Noise and negatives are drawn where the (CPU) generator lives: same seed, same draws on any device."""
+    like = torch.zeros(3, dtype=torch.float32)
+    first = standard_normal((2, 3), torch.Generator().manual_seed(5), like)
+    second = standard_normal((2, 3), torch.Generator().manual_seed(5), like)
+    assert torch.equal(first, second) and first.device == like.device
+    embeddings = torch.nn.Embedding(10, 4)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    positions = torch.tensor([[1, 2]])
+    mask = torch.tensor([[True, True]])
+    a = sample_context_negatives(embeddings, ids, positions, mask, 6, torch.Generator().manual_seed(1))
+    b = sample_context_negatives(embeddings, ids, positions, mask, 6, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and a.shape == (1, 6, 4)
