@@ -64,9 +64,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from infoprompt.experiments.paired import parse_comparison
     from infoprompt.experiments.report import build_report
 
-    text, written = build_report(args.results, args.out, metric=args.metric, tasks=args.tasks, digits=args.digits)
+    comparisons = [parse_comparison(text) for text in args.compare] if args.compare else None
+    text, written = build_report(args.results, args.out, metric=args.metric, tasks=args.tasks, digits=args.digits,
+                                 comparisons=comparisons)
     print(text)
     print(f"wrote {len(written)} file(s) to {written[0].parent}")
     return 0
@@ -117,4 +120,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--metric", help="metric to tabulate (default: each task's primary metric)")
     report.add_argument("--tasks", type=_csv, help="columns: these tasks in this order")
     report.add_argument("--digits", type=int, default=4)
+    report.add_argument("--compare", action="append", metavar="METHOD:BASELINE",
+                        help="paired per-seed differences with an exact sign-flip test (repeatable; default: "
+                             "infoprompt against its ablations and the baselines present)")
     report.set_defaults(handler=cmd_report)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
+from infoprompt.experiments.paired import Paired, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
 from infoprompt.io_utils import atomic_write_text
 from infoprompt.tasks import TASKS
@@ -220,6 +221,18 @@ def cells_csv(stats: dict[tuple, Stat]) -> str:
     return buffer.getvalue()
 
 
+def paired_csv(pairs: Sequence[Paired]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["method", "baseline", "column", "mean_diff", "std_diff", "n_pairs", "wins", "ties", "losses",
+                     "p_sign_flip", "diffs"])
+    for pair in pairs:
+        writer.writerow([pair.method, pair.baseline, pair.column, f"{pair.mean:.6f}",
+                         "" if pair.n == 1 else f"{pair.std:.6f}", pair.n, *pair.record, f"{pair.p_value:.6f}",
+                         " ".join(f"{d:.6f}" for d in pair.diffs)])
+    return buffer.getvalue()
+
+
 def failures_section(records: Sequence[dict[str, Any]]) -> str:
     failed = [r for r in records if r.get("status", STATUS_OK) != STATUS_OK]
     if not failed:
@@ -242,9 +255,11 @@ def metrics_line(records: Sequence[dict[str, Any]], metric: str | None) -> str:
 
 def build_report(
     results_dir: str | Path, out_dir: str | Path | None = None, *, metric: str | None = None,
-    tasks: Sequence[str] | None = None, digits: int = 4,
+    tasks: Sequence[str] | None = None, digits: int = 4, comparisons: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[str, list[Path]]:
-    """Write ``report.md``, one CSV per table and ``cells.csv`` to ``out_dir`` (default ``<results>/report``).
+    """Write ``report.md``, one CSV per table, ``cells.csv`` and ``paired.csv`` to ``out_dir`` (default
+    ``<results>/report``). ``comparisons`` are (method, baseline) pairs for the paired-difference section
+    (default: infoprompt against its ablations and the baselines present).
 
     Returns the Markdown text and the written paths.
     """
@@ -263,6 +278,9 @@ def build_report(
         + metrics_line(records, metric), "",
     ]
     parts += [to_markdown(table, digits) for table in tables]
+    pairs = paired_comparisons(records, comparisons, metric)
+    if pairs:
+        parts.append(paired_markdown(pairs, digits))
     failures = failures_section(records)
     if failures:
         parts.append(failures)
@@ -276,5 +294,8 @@ def build_report(
         written += [out / f"{table.name}.csv", out / f"{table.name}.md"]
     atomic_write_text(out / "cells.csv", cells_csv(stats))
     written.append(out / "cells.csv")
+    if pairs:
+        atomic_write_text(out / "paired.csv", paired_csv(pairs))
+        written.append(out / "paired.csv")
     return text, written
 

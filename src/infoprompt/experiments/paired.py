@@ -1,0 +1,151 @@
+"""Paired comparisons of two methods over the seeds they share, with an exact sign-flip permutation test.
+
+Cells with the same seed share the few-shot draw, so the per-seed difference ``a_s - b_s`` removes the
+variance of the draw; overlapping mean ± std columns cannot show that. The test asks whether the mean
+difference could come from random signs: with n pairs there are 2^n sign patterns, all enumerated (n <= 20),
+so the p-value is exact, needs no normality, and shows plainly how little 3 seeds can prove (the smallest
+two-sided p with 3 pairs is 0.25).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from infoprompt.errors import UserError
+
+# infoprompt against its ablations and the prompt baselines, when both sides are in the results.
+DEFAULT_BASELINES = ("infoprompt-ce", "infoprompt-no-head", "infoprompt-no-rep", "warp", "idpg", "peft-prompt-tuning",
+                     "linear-probe")
+EXACT_LIMIT = 20
+MONTE_CARLO_DRAWS = 200_000
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed differences ``method - baseline`` in one column (task, shots, n_p), or pooled over columns."""
+
+    method: str
+    baseline: str
+    column: str
+    diffs: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.diffs)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.diffs) if self.n > 1 else math.nan
+
+    @property
+    def record(self) -> tuple[int, int, int]:
+        """Wins, ties and losses of ``method`` over the pairs."""
+        wins = sum(d > 0 for d in self.diffs)
+        losses = sum(d < 0 for d in self.diffs)
+        return wins, self.n - wins - losses, losses
+
+    @property
+    def p_value(self) -> float:
+        return sign_flip_p_value(self.diffs)
+
+
+def sign_flip_p_value(diffs: Sequence[float], seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip permutation test of ``mean(diffs) = 0``.
+
+    Exact for up to 20 pairs (every sign pattern), else a seeded Monte Carlo estimate.
+    """
+    values = np.asarray(diffs, dtype=np.float64)
+    if values.size == 0:
+        return math.nan
+    observed = abs(values.mean())
+    if values.size <= EXACT_LIMIT:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=values.size)))
+    else:
+        signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(MONTE_CARLO_DRAWS, values.size))
+    means = np.abs(signs @ values) / values.size
+    # A tolerance so that the observed pattern itself always counts despite rounding.
+    return float(np.mean(means >= observed - 1e-12 * max(1.0, observed)))
+
+
+def parse_comparison(text: str) -> tuple[str, str]:
+    """``METHOD:BASELINE`` (as given to ``infoprompt report --compare``)."""
+    method, sep, baseline = text.partition(":")
+    if not sep or not method or not baseline or method == baseline:
+        raise UserError(f"--compare expects METHOD:BASELINE with two different methods, got {text!r}")
+    return method, baseline
+
+
+def paired_comparisons(
+    records: Sequence[dict[str, Any]], comparisons: Sequence[tuple[str, str]] | None = None, metric: str | None = None,
+) -> list[Paired]:
+    """Per column and pooled over columns, for each comparison with at least one shared seed.
+
+    Records are finished result records; methods without prompts (``n_prompts=0``) pair with every n_p.
+    ``comparisons=None`` compares ``infoprompt`` with each of :data:`DEFAULT_BASELINES` present.
+    """
+    values: dict[tuple, float] = {}
+    for record in records:
+        if record.get("status", "ok") != "ok":
+            continue
+        value = record.get("metrics", {}).get(metric or record.get("primary_metric"))
+        if isinstance(value, int | float):
+            key = (record["backbone"], record["method"], record["task"], str(record["shots"]),
+                   int(record["n_prompts"]), int(record["seed"]))
+            values[key] = float(value)
+    methods = {key[1] for key in values}
+    if comparisons is None:
+        comparisons = [("infoprompt", b) for b in DEFAULT_BASELINES if "infoprompt" in methods and b in methods]
+    for method, baseline in comparisons:
+        missing = [m for m in (method, baseline) if m not in methods]
+        if missing:
+            raise UserError(f"--compare {method}:{baseline}: no finished results for {', '.join(missing)}; "
+                            f"methods present: {', '.join(sorted(methods))}")
+    results = []
+    for method, baseline in comparisons:
+        columns: dict[str, list[float]] = {}
+        for (backbone, name, task, shots, n_prompts, seed), value in sorted(values.items()):
+            if name != method:
+                continue
+            other = values.get((backbone, baseline, task, shots, n_prompts, seed))
+            if other is None:
+                other = values.get((backbone, baseline, task, shots, 0, seed))
+            if other is None:
+                continue
+            prefix = f"{backbone}: " if len({k[0] for k in values}) > 1 else ""
+            columns.setdefault(f"{prefix}{task} ({shots} shots, n_p={n_prompts})", []).append(value - other)
+        for column, diffs in columns.items():
+            results.append(Paired(method, baseline, column, tuple(diffs)))
+        if len(columns) > 1:
+            pooled = tuple(d for diffs in columns.values() for d in diffs)
+            results.append(Paired(method, baseline, f"all {len(columns)} columns pooled", pooled))
+    return results
+
+
+def paired_markdown(pairs: Sequence[Paired], digits: int = 4) -> str:
+    if not pairs:
+        return ""
+    lines = [
+        "### Paired differences over shared seeds", "",
+        "| method − baseline | column | Δ mean ± std (pairs) | wins / ties / losses | p (sign-flip, exact) |",
+        "|---|---|---|---|---|",
+    ]
+    for pair in pairs:
+        spread = "" if pair.n == 1 else f" ± {pair.std:.{digits}f}"
+        wins, ties, losses = pair.record
+        lines.append(f"| {pair.method} − {pair.baseline} | {pair.column} | {pair.mean:+.{digits}f}{spread} ({pair.n}) "
+                     f"| {wins} / {ties} / {losses} | {pair.p_value:.3f} |")
+    lines += ["", "Δ: the method's metric minus the baseline's on the same seed (same few-shot draw). p: share of the "
+              "2^n sign patterns of the differences whose |mean| is at least the observed one; with 3 seeds it "
+              "cannot go below 0.25, so single columns only show a direction, the pooled row can show more."]
+    return "\n".join(lines) + "\n"
