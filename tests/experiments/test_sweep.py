@@ -142,7 +142,7 @@ grids:
 
     capsys.readouterr()
     assert main([*args, "--list"]) == 0
-    assert "5 cell(s): 4 done, 1 failed, 0 to run" in capsys.readouterr().out
+    assert "5 cell(s): 4 done, 0 running, 1 failed, 0 to run" in capsys.readouterr().out
     finished_file = results / "task=toy-sentiment/method=warp/shots=8/np=4/seed=2.json"
     before = finished_file.read_bytes()
     assert main(args) == 1  # resumes: only the failed cell runs (and fails) again
@@ -167,3 +167,76 @@ def test_backbone_cache_loads_each_backbone_once(tiny_bert_dir):
     first.model.train()
     second = cache.get(str(tiny_bert_dir), None)
     assert first is second and len(loads) == 1 and not second.model.training
+
+
+def _claim(tmp_path, cell_id, host, pid):
+    path = tmp_path / f"{cell_id}.claim"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": host, "pid": pid, "started": "2026-01-01T00:00:00+00:00"}))
+    return path
+
+
+def _dead_pid():
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_live_and_foreign_claims_are_respected_and_dead_ones_taken_over(tmp_path):
+    import os
+    import socket
+
+    from infoprompt.experiments.sweep import cell_status
+
+    cells = load_cells(None, CELLS)
+    live = _claim(tmp_path, cells[0].id, socket.gethostname(), os.getpid())
+    foreign = _claim(tmp_path, cells[1].id, "another-host", 1)
+    dead = _claim(tmp_path, cells[2].id, socket.gethostname(), _dead_pid())
+    status = cell_status(tmp_path, cells)
+    assert status[cells[0].id] == status[cells[1].id] == "running" and status[cells[2].id] == "todo"
+
+    backbones, _ = fake_backbones()
+    runner = FakeRunner()
+    summary = run_sweep(cells, tmp_path, runner=runner, backbones=backbones, progress=False, echo=lambda _: None)
+    ran = {(c.method, c.seed) for c in cells[2:]}
+    assert set(runner.calls) == ran and summary.claimed_elsewhere == 2 and summary.finished == 4
+    assert live.exists() and foreign.exists() and not dead.exists()
+    assert not [p for p in tmp_path.rglob("*.claim") if p not in (live, foreign)]
+
+
+def test_two_sweeps_on_one_directory_run_every_cell_once(tmp_path):
+    import threading
+    import time
+
+    cells = load_cells(None, {**CELLS, "seeds": [1, 2, 3, 4]})
+    calls = []
+
+    class SlowRunner(FakeRunner):
+        def __call__(self, spec, out, *, overwrite, backbone):
+            calls.append((spec.method, spec.seed))
+            time.sleep(0.05)
+            return super().__call__(spec, out, overwrite=overwrite, backbone=backbone)
+
+    def sweep():
+        backbones, _ = fake_backbones()
+        run_sweep(cells, tmp_path, runner=SlowRunner(), backbones=backbones, progress=False, echo=lambda _: None)
+
+    workers = [threading.Thread(target=sweep) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(calls) == sorted((c.method, c.seed) for c in cells)
+    assert len(load_records(tmp_path)) == len(cells) and not list(tmp_path.rglob("*.claim"))
+
+
+def test_interrupted_cell_releases_its_claim(tmp_path):
+    cells = load_cells(None, CELLS)
+    backbones, _ = fake_backbones()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cells, tmp_path, runner=FakeRunner(interrupt_at=1), backbones=backbones, progress=False,
+                  echo=lambda _: None)
+    assert not list(tmp_path.rglob("*.claim"))

@@ -50,8 +50,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         status = cell_status(args.results, cells)
         for cell in cells:
             print(f"{status[cell.id]:6s} {cell.id}  {record_path(args.results, cell)}")
-        counts = {s: list(status.values()).count(s) for s in ("done", "failed", "todo")}
-        print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['failed']} failed, {counts['todo']} to run")
+        counts = {s: list(status.values()).count(s) for s in ("done", "running", "failed", "todo")}
+        print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['running']} running, "
+              f"{counts['failed']} failed, {counts['todo']} to run")
         return 0
     print(f"sweep: {len(cells)} cell(s){label} -> {args.results}")
     summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 RUNS_DIR = "runs"
 RECORD_GLOB = "task=*/method=*/shots=*/np=*/seed=*.json"
+CLAIM_SUFFIX = ".claim"
 
 
 def record_path(results_dir: str | Path, cell: Cell) -> Path:
@@ -60,3 +64,65 @@ def load_records(results_dir: str | Path) -> list[dict[str, Any]]:
             record.setdefault("cell", path.relative_to(root).with_suffix("").as_posix())
             records.append(record)
     return records
+
+
+def claim_path(results_dir: str | Path, cell: Cell) -> Path:
+    return Path(results_dir) / f"{cell.id}{CLAIM_SUFFIX}"
+
+
+def read_claim(path: Path) -> dict[str, Any] | None:
+    """The claim at ``path`` (``{host, pid, started}``); ``None`` when absent. An unreadable claim counts as
+    one of an unknown worker, so it is left alone rather than run twice."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        claim = json.loads(text)
+    except json.JSONDecodeError:
+        claim = None
+    return claim if isinstance(claim, dict) else {"host": "?", "pid": -1, "started": "?"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_stale(claim: dict[str, Any]) -> bool:
+    """A claim of this host whose process is gone (a killed worker); claims of other hosts are never stale here."""
+    return claim.get("host") == socket.gethostname() and isinstance(claim.get("pid"), int) and not _alive(claim["pid"])
+
+
+def try_claim(results_dir: str | Path, cell: Cell) -> bool:
+    """Create the cell's claim file atomically (``O_EXCL``); ``False`` if a live worker holds it.
+
+    Several sweeps, on one machine or many sharing the results directory, can then work through the same
+    grid without running a cell twice; the claim of a killed worker on this host is taken over.
+    """
+    path = claim_path(results_dir, cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                       "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    for _ in range(2):
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            claim = read_claim(path)
+            if claim is not None and not is_stale(claim):
+                return False
+            path.unlink(missing_ok=True)  # a dead worker's claim: take it over
+            continue
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(body)
+        return True
+    return False
+
+
+def release_claim(results_dir: str | Path, cell: Cell) -> None:
+    claim_path(results_dir, cell).unlink(missing_ok=True)

@@ -18,10 +18,15 @@ from infoprompt.experiments.grid import Cell, shots_label
 from infoprompt.experiments.store import (
     STATUS_FAILED,
     STATUS_OK,
+    claim_path,
     is_finished,
+    is_stale,
+    read_claim,
     read_record,
     record_path,
+    release_claim,
     run_dir,
+    try_claim,
     write_record,
 )
 from infoprompt.pipeline import run_training
@@ -36,17 +41,20 @@ class SweepSummary:
 
     cells: int = 0
     skipped: int = 0
+    claimed_elsewhere: int = 0
     finished: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     def line(self) -> str:
+        elsewhere = f", {self.claimed_elsewhere} left to other workers" if self.claimed_elsewhere else ""
         return (f"{self.cells} cell(s): {self.skipped} already finished, {self.finished} finished now, "
-                f"{len(self.failed)} failed ({self.seconds:.0f} s)")
+                f"{len(self.failed)} failed{elsewhere} ({self.seconds:.0f} s)")
 
 
 def cell_status(results_dir: Path, cells: Sequence[Cell]) -> dict[str, str]:
-    """``done`` / ``failed`` / ``todo`` per cell id; a finished record made with other settings is an error."""
+    """``done`` / ``running`` / ``failed`` / ``todo`` per cell id (``running``: a live worker's claim);
+    a finished record made with other settings is an error."""
     status: dict[str, str] = {}
     for cell in cells:
         record = read_record(record_path(results_dir, cell))
@@ -58,6 +66,8 @@ def cell_status(results_dir: Path, cells: Sequence[Cell]) -> dict[str, str]:
                     f"this grid's ({cell.settings()}); use a fresh results directory or delete that record"
                 )
             status[cell.id] = "done"
+        elif (claim := read_claim(claim_path(results_dir, cell))) is not None and not is_stale(claim):
+            status[cell.id] = "running"
         else:
             status[cell.id] = "failed" if record is not None else "todo"
     return status
@@ -113,7 +123,8 @@ def run_sweep(
 
     A finished cell (record with ``status: ok``) is skipped, so a killed sweep resumes where it stopped; a
     cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
-    again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record.
+    again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record. Each cell is claimed
+    (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     """
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -123,31 +134,57 @@ def run_sweep(
     started = time.perf_counter()
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
+    claims = not ddp.active
     summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
     bar = tqdm(todo, desc="sweep", unit="cell", disable=not (progress and ddp.is_main))
     for number, cell in enumerate(bar, start=1):
         bar.set_postfix_str(cell.id)
-        cell_started = time.perf_counter()
+        # Several sweeps may share this directory: take the cell only if no live worker holds it and nobody
+        # finished it since this sweep started. (The processes of one multi-process sweep are one worker and
+        # must all run the same cells, so they do not claim.)
+        if claims and (not try_claim(results_dir, cell) or _finished_meanwhile(results_dir, cell)):
+            summary.claimed_elsewhere += 1
+            continue
         try:
-            backbone = backbones.get(cell.backbone, cell.cache_dir)
-            out = run_dir(results_dir, cell) if save_runs and ddp.is_main else None
-            record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
-        except KeyboardInterrupt:
-            raise
-        except Exception as error:  # noqa: BLE001 - one broken cell must not stop the sweep
-            record = failure_record(cell, error, time.perf_counter() - cell_started)
-            summary.failed.append((cell.id, record["error"]))
-            message = f"FAILED {record['error']}"
-        else:
-            record = {**record, "status": STATUS_OK, "cell": cell.id, "settings": cell.settings(),
-                      "settings_hash": cell.settings_hash}
-            summary.finished += 1
-            metric = record.get("primary_metric")
-            value = record.get("metrics", {}).get(metric)
-            message = f"{metric}={value:.4f}" if isinstance(value, float) else "ok"
-        if ddp.is_main:
-            write_record(results_dir, cell, record)
-        echo(f"[{number}/{len(todo)}] {cell.id}: {message} ({time.perf_counter() - cell_started:.1f} s)")
+            message, seconds = _run_cell(cell, results_dir, runner, backbones, save_runs, ddp, summary)
+        finally:
+            if claims:
+                release_claim(results_dir, cell)
+        echo(f"[{number}/{len(todo)}] {cell.id}: {message} ({seconds:.1f} s)")
     bar.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _finished_meanwhile(results_dir: Path, cell: Cell) -> bool:
+    if is_finished(read_record(record_path(results_dir, cell))):
+        release_claim(results_dir, cell)
+        return True
+    return False
+
+
+def _run_cell(
+    cell: Cell, results_dir: Path, runner: Runner, backbones: BackboneCache, save_runs: bool, ddp, summary: SweepSummary,
+) -> tuple[str, float]:
+    """Run one cell and store its record (finished or failed); returns the log message and the seconds taken."""
+    started = time.perf_counter()
+    try:
+        backbone = backbones.get(cell.backbone, cell.cache_dir)
+        out = run_dir(results_dir, cell) if save_runs and ddp.is_main else None
+        record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:  # noqa: BLE001 - one broken cell must not stop the sweep
+        record = failure_record(cell, error, time.perf_counter() - started)
+        summary.failed.append((cell.id, record["error"]))
+        message = f"FAILED {record['error']}"
+    else:
+        record = {**record, "status": STATUS_OK, "cell": cell.id, "settings": cell.settings(),
+                  "settings_hash": cell.settings_hash}
+        summary.finished += 1
+        metric = record.get("primary_metric")
+        value = record.get("metrics", {}).get(metric)
+        message = f"{metric}={value:.4f}" if isinstance(value, float) else "ok"
+    if ddp.is_main:
+        write_record(results_dir, cell, record)
+    return message, time.perf_counter() - started
