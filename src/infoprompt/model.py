@@ -23,6 +23,7 @@ from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 
+POOLINGS = ("mean", "cls", "embeddings")
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 1
@@ -43,7 +44,9 @@ class ClassifierConfig:
         gamma: weight of the head MI loss; ``None`` takes the method's.
         n_negatives: K, negatives per InfoNCE term.
         rank: rank of each slot's up/down projection in generated prompts.
-        pooling: how ``P'`` pools the no-prompt pass: ``mean`` over tokens or the ``cls`` state.
+        pooling: what the prompt generator reads as ``P'``: the no-prompt pass pooled by ``mean`` over tokens
+            or its ``cls`` state (the paper: ``P' = Φ(X)``), or ``embeddings``, the mean input embedding of
+            the tokens, which needs no encoder pass, so that prediction costs one pass instead of two.
         head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
         verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
         generator_bias: generated prompts carry a bias initialised from token embeddings.
@@ -84,8 +87,8 @@ class ClassifierConfig:
         if preset.prompt_source is None:
             values["n_prompts"] = 0
         values["template"] = self.template or default_template(task, preset)
-        if self.pooling not in ("mean", "cls"):
-            raise UserError(f"pooling must be 'mean' or 'cls', got {self.pooling!r}")
+        if self.pooling not in POOLINGS:
+            raise UserError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.head_summary not in ("predicted", "mean"):
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
@@ -274,12 +277,34 @@ class PromptClassifier(nn.Module):
     def readout(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return states[torch.arange(states.shape[0], device=states.device), positions]
 
+    @property
+    def generates_prompts(self) -> bool:
+        return self.preset.prompt_source == "generated"
+
+    @property
+    def inference_needs_plain_pass(self) -> bool:
+        """Whether predicting needs the frozen no-prompt pass (generated prompts reading the encoder's output)."""
+        return self.generates_prompts and self.config.pooling != "embeddings"
+
     def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The no-prompt pass: pooled ``P'`` (prompt-generator input) and ``Z'`` (readout state)."""
         with torch.no_grad():
             states = self.encode_states(plain, None, adapted=False)
-            pooled = states[:, 0] if self.config.pooling == "cls" else mean_pool(states, plain.attention_mask)
+            if self.config.pooling == "embeddings":
+                pooled = self.embedding_pool(plain)
+            else:
+                pooled = states[:, 0] if self.config.pooling == "cls" else mean_pool(states, plain.attention_mask)
             return pooled, self.readout(states, plain.readout_position)
+
+    def generator_input(self, plain: Batch) -> torch.Tensor:
+        """``P'`` alone: with ``pooling="embeddings"`` no encoder pass is run."""
+        if self.config.pooling == "embeddings":
+            with torch.no_grad():
+                return self.embedding_pool(plain)
+        return self.plain_features(plain)[0]
+
+    def embedding_pool(self, plain: Batch) -> torch.Tensor:
+        return mean_pool(self.backbone.input_embeddings(plain.input_ids), plain.attention_mask)
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Prompted pass: returns logits (B, C), readout states Z (B, D) and prompts (B, n_p, D) or None."""

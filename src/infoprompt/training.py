@@ -216,6 +216,16 @@ def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int])
     return model.plain_features(plain_batch(model, encoded, chunk))
 
 
+def generator_inputs(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> torch.Tensor | None:
+    """What prediction needs from the no-prompt side: ``P'`` for generated prompts (cached, or computed, which
+    is a whole encoder pass unless the generator reads input embeddings), nothing otherwise."""
+    if not getattr(model, "generates_prompts", False):
+        return None
+    if encoded.pooled is not None:
+        return encoded.pooled[chunk]
+    return model.generator_input(plain_batch(model, encoded, chunk))
+
+
 def prompted_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> Batch:
     return collate([encoded.pairs[i].prompted for i in chunk], pad_id(model)).to(model_device(model))
 
@@ -234,8 +244,7 @@ def predict_encoded(
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
     with autocast(device, precision):
         for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
-            pooled, _ = features_for(model, encoded, chunk)
-            logits, _, _ = model(prompted_batch(model, encoded, chunk), pooled)
+            logits, _, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
             probabilities[chunk] = logits.float().softmax(-1)
     model.train(was_training)
     return ddp.sum_(probabilities).cpu()
@@ -370,7 +379,9 @@ def train(
         cache_features(model, train_set, config.eval_batch_size, progress, ddp, precision)
     cache_seconds = time.perf_counter() - cache_started
     periodic = config.eval_every or config.eval_every_epochs
-    if eval_set is not None and config.feature_cache and periodic:
+    # Evaluation needs the no-prompt pass only when the prompt generator reads it.
+    cache_eval = eval_set is not None and config.feature_cache and getattr(model, "inference_needs_plain_pass", False)
+    if cache_eval and periodic:
         cache_features(model, eval_set, config.eval_batch_size, progress, ddp, precision)
     periodic_set = eval_set
     if eval_set is not None and config.eval_subset and len(eval_set) > config.eval_subset:
@@ -439,7 +450,7 @@ def train(
     final_seconds = 0.0
     if eval_set is not None:
         t0 = time.perf_counter()
-        if config.feature_cache:
+        if cache_eval:
             cache_features(model, eval_set, config.eval_batch_size, ddp=ddp, precision=precision)
         final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp, precision)
         final_seconds = time.perf_counter() - t0

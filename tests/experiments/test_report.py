@@ -114,3 +114,30 @@ def test_report_of_an_empty_directory_is_a_user_error(tmp_path):
         build_report(tmp_path)
     with pytest.raises(UserError, match="does not exist"):
         build_report(tmp_path / "missing")
+
+
+def test_variants_of_one_method_get_their_own_rows_and_directories_merge(tmp_path):
+    from infoprompt.experiments.report import label_variants
+
+    def with_settings(r, classifier=None, training=None):
+        return {**r, "settings": {"backbone": "minilm", "classifier": classifier or {},
+                                  "training": {"epochs": 30, **(training or {})}, "source": "files"}}
+
+    paper = [with_settings(record("sst2", "infoprompt", 64, 4, s, 0.6), training={"eval_every_epochs": 5})
+             for s in (1, 2)]
+    fast = [with_settings(record("sst2", "infoprompt", 64, 4, s, 0.7), {"pooling": "embeddings"},
+                          {"eval_every_epochs": 0}) for s in (1, 2)]
+    warp = [with_settings(record("sst2", "warp", 64, 4, s, 0.5)) for s in (1, 2)]
+    labelled = label_variants(paper + fast + warp)
+    # Only the setting that differs names the variant; measurement-only settings (eval_every_epochs) do not.
+    assert [r["method"] for r in labelled] == ["infoprompt"] * 2 + ["infoprompt[pooling=embeddings]"] * 2 + ["warp"] * 2
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    store(first, paper + warp)
+    for r in fast:
+        write_record(second, Cell("sst2", "infoprompt", 64, 4, r["seed"]), r)
+    text, _ = build_report([first, second], tmp_path / "out",
+                           comparisons=[("infoprompt[pooling=embeddings]", "infoprompt")])
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "±" in line]
+    assert rows[:3] == ["| warp", "| infoprompt", "| infoprompt[pooling=embeddings]"]
+    assert "| infoprompt[pooling=embeddings] − infoprompt | sst2 (64 shots, n_p=4) | +0.1000 ± 0.0000 (2) |" in text

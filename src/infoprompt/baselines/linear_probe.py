@@ -24,7 +24,8 @@ MAX_ITER = 2000
 
 
 class LinearProbe(BaselineModel):
-    """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state).
+    """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state; or
+    ``embeddings``, the mean input embedding, a bag-of-embeddings probe without an encoder pass).
 
     The head is fitted by logistic regression (:func:`fit_linear_probe`), then lives as an ordinary
     ``nn.Linear`` so evaluation and prediction run through :mod:`infoprompt.training` like every other method.
@@ -46,6 +47,8 @@ class LinearProbe(BaselineModel):
 
     @torch.no_grad()
     def features(self, batch: Batch) -> torch.Tensor:
+        if self.config.pooling == "embeddings":
+            return mean_pool(self.backbone.input_embeddings(batch.input_ids), batch.attention_mask)
         states = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         if self.config.pooling == "cls":
             return states[:, 0]

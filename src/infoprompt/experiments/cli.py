@@ -116,8 +116,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
         "report", help="Markdown + CSV tables (mean ± std over seeds) from a results directory",
         description="Tables laid out like the paper's Table 1 (task × n_p) and Table 3 (task × shots).",
     )
-    report.add_argument("results", help="results directory written by infoprompt sweep")
-    report.add_argument("--out", help="output directory (default RESULTS/report)")
+    report.add_argument("results", nargs="+", help="results directories written by infoprompt sweep (read as one)")
+    report.add_argument("--out", help="output directory (default: the first RESULTS/report)")
     report.add_argument("--metric", help="metric to tabulate (default: each task's primary metric)")
     report.add_argument("--tasks", type=_csv, help="columns: these tasks in this order")
     report.add_argument("--digits", type=int, default=4)

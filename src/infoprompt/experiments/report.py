@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 import statistics
@@ -84,7 +85,48 @@ def _prune(table: Table) -> Table:
 
 
 def _order(names: set[str], preferred: Sequence[str]) -> list[str]:
-    return [n for n in preferred if n in names] + sorted(names - set(preferred))
+    """``preferred`` order first; a variant ``name[k=v]`` right after its base ``name``; the rest sorted."""
+    def key(name: str) -> tuple[int, str]:
+        base = name.split("[", 1)[0]
+        return (preferred.index(base) if base in preferred else len(preferred), name)
+
+    return sorted(names, key=key)
+
+
+# Settings that change when or how often a run is measured, not its result.
+MEASUREMENT_ONLY = {"eval_every", "eval_every_epochs", "eval_subset", "eval_batch_size", "progress"}
+
+
+def _settings_of(record: dict[str, Any]) -> dict[str, str]:
+    settings = record.get("settings") or {}
+    items = {f"{k}": v for k, v in (settings.get("classifier") or {}).items()}
+    items.update({k: v for k, v in (settings.get("training") or {}).items() if k not in MEASUREMENT_ONLY})
+    if "sampling" in settings:
+        items["sampling"] = settings["sampling"]
+    return {k: json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v) for k, v in items.items()}
+
+
+def label_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``records`` whose ``method`` names the variant when one method ran with different settings.
+
+    A setting is shown (``infoprompt[pooling=embeddings]``) when its value, or its absence, differs among the
+    finished records of that method; settings shared by all of them, and measurement-only ones, are not.
+    """
+    by_method: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for record in records:
+        if record.get("status", STATUS_OK) == STATUS_OK:
+            by_method[record["method"]].append(_settings_of(record))
+    varying = {}
+    for method, settings in by_method.items():
+        keys = {k for s in settings for k in s}
+        varying[method] = sorted(k for k in keys if len({s.get(k) for s in settings}) > 1)
+    labelled = []
+    for record in records:
+        keys = varying.get(record.get("method"), [])
+        settings = _settings_of(record)
+        shown = [f"{k}={settings[k]}" for k in keys if k in settings]
+        labelled.append({**record, "method": f"{record['method']}[{','.join(shown)}]"} if shown else record)
+    return labelled
 
 
 def _shots_key(shots: Any) -> tuple[int, int]:
@@ -254,26 +296,29 @@ def metrics_line(records: Sequence[dict[str, Any]], metric: str | None) -> str:
 
 
 def build_report(
-    results_dir: str | Path, out_dir: str | Path | None = None, *, metric: str | None = None,
+    results_dir: str | Path | Sequence[str | Path], out_dir: str | Path | None = None, *, metric: str | None = None,
     tasks: Sequence[str] | None = None, digits: int = 4, comparisons: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[str, list[Path]]:
     """Write ``report.md``, one CSV per table, ``cells.csv`` and ``paired.csv`` to ``out_dir`` (default
-    ``<results>/report``). ``comparisons`` are (method, baseline) pairs for the paired-difference section
+    ``<first results directory>/report``). Several results directories are read as one; a method run with
+    different settings gets one row per variant (see :func:`label_variants`). ``comparisons`` are (method, baseline) pairs for the paired-difference section
     (default: infoprompt against its ablations and the baselines present).
 
     Returns the Markdown text and the written paths.
     """
-    records = load_records(results_dir)
+    directories = [results_dir] if isinstance(results_dir, str | Path) else list(results_dir)
+    records = label_variants([record for directory in directories for record in load_records(directory)])
+    where = ", ".join(str(d) for d in directories)
     if not records:
-        raise UserError(f"results directory {results_dir} holds no result records (task=*/method=*/.../seed=*.json)")
+        raise UserError(f"results directory {where} holds no result records (task=*/method=*/.../seed=*.json)")
     stats = collect(records, metric)
     if not stats and not any(r.get("status") != STATUS_OK for r in records):
-        raise UserError(f"no record in {results_dir} has the metric {metric!r}")
+        raise UserError(f"no record in {where} has the metric {metric!r}")
     tables = build_tables(stats, tasks)
     finished = sum(1 for r in records if r.get("status", STATUS_OK) == STATUS_OK)
     backbones = sorted({r["backbone"] for r in records if "backbone" in r})
     parts = [
-        f"## Results from `{results_dir}`", "",
+        f"## Results from {', '.join(f'`{d}`' for d in directories)}", "",
         f"{finished} finished run(s), {len(records) - finished} failed; backbone(s): {', '.join(backbones)}. "
         + metrics_line(records, metric), "",
     ]
@@ -285,7 +330,7 @@ def build_report(
     if failures:
         parts.append(failures)
     text = "\n".join(parts)
-    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
+    out = Path(out_dir) if out_dir is not None else Path(directories[0]) / "report"
     written = [out / "report.md"]
     atomic_write_text(out / "report.md", text)
     for table in tables:
