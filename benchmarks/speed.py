@@ -34,17 +34,20 @@ import torch
 
 GOAL_STEP = 1.15  # InfoPrompt step <= 1.15 x warp step
 GOAL_INFER = 0.9  # InfoPrompt inference >= 0.9 x peft-prompt-tuning
+ONE_PASS = "infoprompt (pooling=embeddings)"
 DEFAULT_METHODS = ("infoprompt", "warp", "peft-prompt-tuning", "idpg", "infoprompt-ce", "adapter", "finetune",
                    "linear-probe")
 
 
 @dataclass
 class Variant:
-    """One timed configuration: a method, with the InfoPrompt feature cache on or off."""
+    """One timed configuration: a method with classifier overrides, a precision, the feature cache on or off."""
 
     label: str
     method: str
     feature_cache: bool = True
+    classifier: dict = field(default_factory=dict)
+    precision: str = "fp32"
     model: object = None
     encoded: object = None
     optimizer: object = None
@@ -60,13 +63,13 @@ def build_variant(variant: Variant, args, backbone, sample, seed: int) -> None:
     from infoprompt.training import cache_features, encode_examples
 
     spec = RunSpec(task=args.task, method=variant.method, shots=args.shots, n_prompts=args.n_prompts, seed=seed,
-                   backbone=args.backbone, classifier={"max_length": args.max_length})
+                   backbone=args.backbone, classifier={"max_length": args.max_length, **variant.classifier})
     model = build_classifier(spec, backbone)
     variant.model = model
     variant.encoded = encode_examples(model, sample)
     if variant.feature_cache and getattr(model, "needs_features", False):
         t0 = time.perf_counter()
-        cache_features(model, variant.encoded, 64)
+        cache_features(model, variant.encoded, 64, precision=variant.precision)
         variant.cache_s = time.perf_counter() - t0
     variant.parameters = [p for p in model.parameters() if p.requires_grad]
     if variant.method != "linear-probe":
@@ -76,12 +79,11 @@ def build_variant(variant: Variant, args, backbone, sample, seed: int) -> None:
 
 
 def one_step(variant: Variant, chunk: list[int], generator: torch.Generator) -> float:
-    from infoprompt.training import features_for, prompted_batch
+    from infoprompt.training import batch_losses
 
     model, encoded = variant.model, variant.encoded
     t0 = time.perf_counter()
-    pooled, z_plain = features_for(model, encoded, chunk)
-    terms = model.losses(prompted_batch(model, encoded, chunk), encoded.labels[chunk], pooled, z_plain, generator)
+    terms = batch_losses(model, encoded, chunk, generator, variant.precision)
     variant.optimizer.zero_grad(set_to_none=True)
     terms.total.backward()
     torch.nn.utils.clip_grad_norm_(variant.parameters, 1.0)
@@ -111,19 +113,19 @@ def infer_rate(variant: Variant, eval_encoded) -> float:
     from infoprompt.training import predict_encoded
 
     t0 = time.perf_counter()
-    predict_encoded(variant.model, eval_encoded, 64)
+    predict_encoded(variant.model, eval_encoded, 64, precision=variant.precision)
     return len(eval_encoded) / (time.perf_counter() - t0)
 
 
-def whole_run(method: str, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
+def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
     from infoprompt.pipeline import RunSpec, build_classifier
     from infoprompt.training import TrainConfig, train
 
-    spec = RunSpec(task=args.task, method=method, shots=args.shots, n_prompts=args.n_prompts, seed=seed,
-                   backbone=args.backbone, classifier={"max_length": args.max_length})
+    spec = RunSpec(task=args.task, method=variant.method, shots=args.shots, n_prompts=args.n_prompts, seed=seed,
+                   backbone=args.backbone, classifier={"max_length": args.max_length, **variant.classifier})
     model = build_classifier(spec, backbone)
     config = TrainConfig(epochs=args.run_epochs, batch_size=args.batch_size, seed=seed, eval_every_epochs=0,
-                         progress=False)
+                         progress=False, precision=variant.precision)
     t0 = time.perf_counter()
     result = train(model, sample, eval_examples, config)
     total = time.perf_counter() - t0
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-epochs", type=int, default=0, help="also time real whole runs of N epochs (0: skip)")
     parser.add_argument("--full-epochs", type=int, default=30, help="whole-run length the measurement is scaled to")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bf16", action="store_true", help="also time infoprompt and warp under bf16 autocast")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="write all numbers here")
     parser.add_argument("--markdown", help="write the tables here")
@@ -176,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = [Variant(m, m) for m in args.methods]
     if "infoprompt" in args.methods:
         variants.append(Variant("infoprompt (no feature cache)", "infoprompt", feature_cache=False))
+        variants.append(Variant(ONE_PASS, "infoprompt", classifier={"pooling": "embeddings"}))
+        if args.bf16:
+            variants.append(Variant("infoprompt (bf16)", "infoprompt", precision="bf16"))
+    if args.bf16 and "warp" in args.methods:
+        variants.append(Variant("warp (bf16)", "warp", precision="bf16"))
     for variant in variants:
         build_variant(variant, args, backbone, sample, args.seed)
     order = torch.randperm(len(sample), generator=torch.Generator().manual_seed(args.seed)).tolist()
@@ -205,10 +213,11 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = {}
     if args.run_epochs:
-        for method in ("infoprompt", "peft-prompt-tuning"):
-            if method in args.methods:
-                runs[method] = whole_run(method, args, backbone, sample, eval_examples, args.seed)
-                print(f"whole run {method} done", file=sys.stderr)
+        for label in ("infoprompt", ONE_PASS, "peft-prompt-tuning"):
+            variant = next((v for v in variants if v.label == label), None)
+            if variant is not None:
+                runs[label] = whole_run(variant, args, backbone, sample, eval_examples, args.seed)
+                print(f"whole run {label} done", file=sys.stderr)
 
     by_label = {v.label: v for v in variants}
     step = {v.label: statistics.median(v.step_times) if v.step_times else None for v in variants}
@@ -245,9 +254,10 @@ def main(argv: list[str] | None = None) -> int:
             goals.append(f"InfoPrompt step / warp step = {value:.2f} (goal ≤ {GOAL_STEP}): "
                          f"{'PASS' if value <= GOAL_STEP else 'FAIL'}")
         if rate.get("peft-prompt-tuning"):
-            value = rate["infoprompt"] / rate["peft-prompt-tuning"]
-            goals.append(f"InfoPrompt inference / peft inference = {value:.2f} (goal ≥ {GOAL_INFER}): "
-                         f"{'PASS' if value >= GOAL_INFER else 'FAIL'}")
+            for label in ("infoprompt", ONE_PASS):
+                value = rate[label] / rate["peft-prompt-tuning"]
+                goals.append(f"{label} inference / peft inference = {value:.2f} (goal ≥ {GOAL_INFER}): "
+                             f"{'PASS' if value >= GOAL_INFER else 'FAIL'}")
     pair = ("infoprompt", "peft-prompt-tuning")
     if all(m in by_label for m in pair):
         steps_per_run = args.full_epochs * len(chunks)
@@ -267,21 +277,22 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"| ratio | | {train_ratio:.2f} (with cache) | {eval_ratio:.2f} | {value:.2f} |", ""]
         goals.append(f"whole {args.full_epochs}-epoch InfoPrompt run / peft run (estimate) = {value:.2f} (goal ≤ 1.00): "
                      f"{'PASS' if value <= 1.0 else 'FAIL'}")
-    if len(runs) == 2:
-        ip, pp = runs["infoprompt"], runs["peft-prompt-tuning"]
+    if "peft-prompt-tuning" in runs and len(runs) > 1:
+        pp = runs["peft-prompt-tuning"]
         lines += [
             f"| whole run ({args.shots}-shot {args.task}, eval on all {len(eval_examples)} {task.eval_split} rows) | "
-            f"measured s ({args.run_epochs} epochs) | final eval s | extrapolated s ({args.full_epochs} epochs) |",
-            "|---|---|---|---|",
-            f"| infoprompt | {ip['measured_s']:.1f} | {ip['final_eval_s']:.1f} | {ip['extrapolated_s']:.1f} |",
-            f"| peft-prompt-tuning | {pp['measured_s']:.1f} | {pp['final_eval_s']:.1f} | {pp['extrapolated_s']:.1f} |",
-            f"| ratio | {ip['measured_s'] / pp['measured_s']:.2f} | {ip['final_eval_s'] / pp['final_eval_s']:.2f} | "
-            f"{ip['extrapolated_s'] / pp['extrapolated_s']:.2f} |",
-            "",
+            f"measured s ({args.run_epochs} epochs) | final eval s | extrapolated s ({args.full_epochs} epochs) "
+            "| × peft |",
+            "|---|---|---|---|---|",
         ]
-        value = ip["extrapolated_s"] / pp["extrapolated_s"]
-        goals.append(f"whole {args.full_epochs}-epoch InfoPrompt run / peft run (timed {args.run_epochs}-epoch runs, "
-                     f"scaled) = {value:.2f} (goal ≤ 1.00): {'PASS' if value <= 1.0 else 'FAIL'}")
+        for label, run in runs.items():
+            lines.append(f"| {label} | {run['measured_s']:.1f} | {run['final_eval_s']:.1f} | "
+                         f"{run['extrapolated_s']:.1f} | {run['extrapolated_s'] / pp['extrapolated_s']:.2f} |")
+        lines.append("")
+        for label in (name for name in runs if name != "peft-prompt-tuning"):
+            value = runs[label]["extrapolated_s"] / pp["extrapolated_s"]
+            goals.append(f"whole {args.full_epochs}-epoch {label} run / peft run (timed {args.run_epochs}-epoch runs, "
+                         f"scaled) = {value:.2f} (goal ≤ 1.00): {'PASS' if value <= 1.0 else 'FAIL'}")
     lines += [f"- {g}" for g in goals]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lines.append(f"\n({time.perf_counter() - started:.0f} s in all; process peak RSS {peak_mb:.0f} MB)")
