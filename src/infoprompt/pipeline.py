@@ -83,10 +83,22 @@ def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
     return build_model(backbone, config)
 
 
+def cpu_model() -> str:
+    """The CPU's model name: float results can differ in the last digits between CPU models."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
     device = next(model.parameters()).device if model is not None else torch.device("cpu")
     return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "cpu": cpu_model(),
         "infoprompt": infoprompt.__version__,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
