@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, train
@@ -53,3 +54,17 @@ def test_embedding_pooled_generator_trains_with_both_information_losses(bert_bac
     pooled = generator_inputs(model, encoded, [0, 1])
     prompts = model.prompt(2, pooled)
     assert not prompts[0].allclose(prompts[1])
+
+
+def test_one_pass_adapter_saves_and_loads_with_identical_predictions(bert_backbone, toy_examples, tmp_path):
+    from infoprompt.model import PromptClassifier
+
+    model = build_classifier(RunSpec(task="sst2", method="infoprompt", classifier={"max_length": 48,
+                                                                                  "pooling": "embeddings"}),
+                             bert_backbone)
+    train(model, toy_examples, None, TrainConfig(epochs=1, batch_size=4, progress=False))
+    model.save_pretrained(tmp_path / "adapter")
+    loaded = PromptClassifier.from_pretrained(tmp_path / "adapter", backbone=bert_backbone)
+    assert loaded.config.pooling == "embeddings"
+    expected = predict_encoded(model, encode_examples(model, toy_examples))
+    assert torch.equal(expected, predict_encoded(loaded, encode_examples(loaded, toy_examples)))
