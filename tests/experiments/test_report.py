@@ -141,3 +141,18 @@ def test_variants_of_one_method_get_their_own_rows_and_directories_merge(tmp_pat
     rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| ") and "±" in line]
     assert rows[:3] == ["| warp", "| infoprompt", "| infoprompt[pooling=embeddings]"]
     assert "| infoprompt[pooling=embeddings] − infoprompt | sst2 (64 shots, n_p=4) | +0.1000 ± 0.0000 (2) |" in text
+
+
+def test_a_setting_that_differs_only_between_tasks_names_no_variant():
+    from infoprompt.experiments.report import label_variants
+
+    def run(task, sampling=None):
+        settings = {"backbone": "minilm", "classifier": {}, "training": {}, "source": "files"}
+        if sampling:
+            settings["sampling"] = sampling
+        return {**record(task, "warp", 64, 4, 1, 0.5), "settings": settings}
+
+    labelled = label_variants([run("semeval"), run("conll04-re", "balanced")])
+    assert [r["method"] for r in labelled] == ["warp", "warp"]
+    labelled = label_variants([run("conll04-re"), {**run("conll04-re", "balanced"), "seed": 2}])
+    assert [r["method"] for r in labelled] == ["warp", "warp[sampling=balanced]"]

@@ -110,19 +110,23 @@ def label_variants(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies of ``records`` whose ``method`` names the variant when one method ran with different settings.
 
     A setting is shown (``infoprompt[pooling=embeddings]``) when its value, or its absence, differs among the
-    finished records of that method; settings shared by all of them, and measurement-only ones, are not.
+    finished records of that method in one table cell (backbone, task, shots, n_p), which would otherwise be
+    pooled; a setting that only differs between cells (a sampling strategy for one task) and
+    measurement-only settings are not.
     """
-    by_method: dict[str, list[dict[str, str]]] = defaultdict(list)
+    by_cell: dict[tuple, list[dict[str, str]]] = defaultdict(list)
     for record in records:
         if record.get("status", STATUS_OK) == STATUS_OK:
-            by_method[record["method"]].append(_settings_of(record))
-    varying = {}
-    for method, settings in by_method.items():
+            cell = (record["method"], record.get("backbone"), record.get("task"), str(record.get("shots")),
+                    record.get("n_prompts"))
+            by_cell[cell].append(_settings_of(record))
+    varying: dict[str, set[str]] = defaultdict(set)
+    for (method, *_), settings in by_cell.items():
         keys = {k for s in settings for k in s}
-        varying[method] = sorted(k for k in keys if len({s.get(k) for s in settings}) > 1)
+        varying[method] |= {k for k in keys if len({s.get(k) for s in settings}) > 1}
     labelled = []
     for record in records:
-        keys = varying.get(record.get("method"), [])
+        keys = sorted(varying.get(record.get("method"), ()))
         settings = _settings_of(record)
         shown = [f"{k}={settings[k]}" for k in keys if k in settings]
         labelled.append({**record, "method": f"{record['method']}[{','.join(shown)}]"} if shown else record)
