@@ -58,7 +58,7 @@ class PeftPromptClassifier(BaselineModel):
                 task_type=TaskType.SEQ_CLS,
                 num_virtual_tokens=self.config.n_prompts,
                 prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
-                base_model_name_or_path=backbone.name,
+                base_model_name_or_path=getattr(backbone.model, "name_or_path", None) or backbone.name,
             )
             with torch.random.fork_rng():
                 torch.manual_seed(self.config.init_seed)
