@@ -30,9 +30,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gamma", type=float, help="weight of the head MI loss")
     group.add_argument("--n-negatives", type=int, help="K, negatives per InfoNCE term (default 32)")
     group.add_argument("--rank", type=int, help="rank of the prompt generator projections (default 64)")
-    group.add_argument("--pooling", choices=("mean", "cls", "embeddings"),
+    group.add_argument("--pooling", choices=("mean", "cls", "embeddings", "spans"),
                        help="generator input P': the no-prompt pass pooled by mean (default) or cls, or the mean "
-                            "input embedding (embeddings: one encoder pass at prediction instead of two)")
+                            "input embedding (embeddings: one encoder pass at prediction instead of two); spans: "
+                            "linear-probe on span tasks, the mean state of each mention")
     group.add_argument("--head-summary", choices=("predicted", "mean"), help="how θ is summarised for the head loss")
     group.add_argument("--template", help="template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
     group.add_argument("--verbalizer-init", action=argparse.BooleanOptionalAction, default=None,

@@ -23,7 +23,7 @@ from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 
-POOLINGS = ("mean", "cls", "embeddings")
+POOLINGS = ("mean", "cls", "embeddings", "spans")
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 1
@@ -47,6 +47,7 @@ class ClassifierConfig:
         pooling: what the prompt generator reads as ``P'``: the no-prompt pass pooled by ``mean`` over tokens
             or its ``cls`` state (the paper: ``P' = Φ(X)``), or ``embeddings``, the mean input embedding of
             the tokens, which needs no encoder pass, so that prediction costs one pass instead of two.
+            ``spans`` (linear probe on span tasks only): the mean state of each entity mention, concatenated.
         head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
         verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
         generator_bias: generated prompts carry a bias initialised from token embeddings.
@@ -89,6 +90,8 @@ class ClassifierConfig:
         values["template"] = self.template or default_template(task, preset)
         if self.pooling not in POOLINGS:
             raise UserError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.pooling == "spans" and preset.kind != "linear-probe":
+            raise UserError(f"pooling 'spans' is for the linear-probe method only, not {preset.name}")
         if self.head_summary not in ("predicted", "mean"):
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):

@@ -98,13 +98,15 @@ class Encoded:
     """One example as token ids, with the positions the model needs.
 
     ``prompt_positions`` are placeholders overwritten by prompt embeddings; ``context_positions`` are the
-    text-field tokens (the pool that head-loss negatives are drawn from).
+    text-field tokens (the pool that head-loss negatives are drawn from); ``span_positions`` holds, per
+    ``keep`` field of the template (the entity mentions of span tasks), its token positions.
     """
 
     input_ids: list[int]
     prompt_positions: list[int]
     readout_position: int
     context_positions: list[int]
+    span_positions: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class TemplateEncoder:
         ids: list[int] = []
         prompt_positions: list[int] = []
         context_positions: list[int] = []
+        span_positions: list[tuple[int, ...]] = []
         readout = -1
         cls_position = -1
         place = 0
@@ -208,6 +211,8 @@ class TemplateEncoder:
             elif m := _FIELD.match(part):
                 piece = field_ids[m.group(1)]
                 context_positions.extend(range(len(ids), len(ids) + len(piece)))
+                if self.policies[m.group(1)] == "keep":
+                    span_positions.append(tuple(range(len(ids), len(ids) + len(piece))))
                 ids.extend(piece)
             else:
                 ids.extend(self.literal_ids[part])
@@ -216,6 +221,7 @@ class TemplateEncoder:
             prompt_positions=prompt_positions,
             readout_position=readout if readout >= 0 else cls_position,
             context_positions=context_positions,
+            span_positions=tuple(span_positions),
         )
 
 
@@ -261,9 +267,11 @@ class Batch:
     readout_position: torch.Tensor  # (B,)
     context_positions: torch.Tensor  # (B, C) padded with 0
     context_mask: torch.Tensor  # (B, C) True for real context tokens
+    span_positions: torch.Tensor | None = None  # (B, S, W) padded with 0: tokens of each ``keep`` field
+    span_mask: torch.Tensor | None = None  # (B, S, W) True for real span tokens
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(**{name: value.to(device) for name, value in vars(self).items()})
+        return Batch(**{name: None if value is None else value.to(device) for name, value in vars(self).items()})
 
 
 def collate(encoded: Sequence[Encoded], pad_id: int) -> Batch:
@@ -288,4 +296,14 @@ def collate(encoded: Sequence[Encoded], pad_id: int) -> Batch:
             context_positions[row, :c] = torch.tensor(item.context_positions)
             context_mask[row, :c] = True
     readout = torch.tensor([e.readout_position for e in encoded], dtype=torch.long)
-    return Batch(input_ids, attention_mask, prompt_positions, readout, context_positions, context_mask)
+    spans, span_mask = None, None
+    n_spans = len(encoded[0].span_positions)
+    if n_spans:
+        width = max(1, max(len(span) for e in encoded for span in e.span_positions))
+        spans = torch.zeros((size, n_spans, width), dtype=torch.long)
+        span_mask = torch.zeros((size, n_spans, width), dtype=torch.bool)
+        for row, item in enumerate(encoded):
+            for index, span in enumerate(item.span_positions):
+                spans[row, index, : len(span)] = torch.tensor(span, dtype=torch.long)
+                span_mask[row, index, : len(span)] = True
+    return Batch(input_ids, attention_mask, prompt_positions, readout, context_positions, context_mask, spans, span_mask)

@@ -16,7 +16,7 @@ from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, mean_pool, read_weights
 from infoprompt.tasks import Example
-from infoprompt.templates import Batch
+from infoprompt.templates import Batch, Template
 
 # Inverse L2 strength of the logistic regression: scikit-learn's default, left untuned (no eval-split tuning).
 REGULARISATION_C = 1.0
@@ -24,8 +24,10 @@ MAX_ITER = 2000
 
 
 class LinearProbe(BaselineModel):
-    """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state; or
-    ``embeddings``, the mean input embedding, a bag-of-embeddings probe without an encoder pass).
+    """A linear head on ``pool(encoder(X))`` (``config.pooling``: mean over tokens or the ``[CLS]`` state;
+    ``embeddings``, the mean input embedding, a bag-of-embeddings probe without an encoder pass; or ``spans``
+    for span tasks: the mean state of each entity mention of the template, concatenated, so that the probe
+    knows which entities of the sentence are meant).
 
     The head is fitted by logistic regression (:func:`fit_linear_probe`), then lives as an ordinary
     ``nn.Linear`` so evaluation and prediction run through :mod:`infoprompt.training` like every other method.
@@ -34,7 +36,13 @@ class LinearProbe(BaselineModel):
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__(backbone, config)
         self.encoder = backbone.model  # registered so parameter counts include the frozen encoder
-        self.head = nn.Linear(backbone.hidden_size, len(self.config.labels))
+        n_spans = 1
+        if self.config.pooling == "spans":
+            n_spans = sum(policy == "keep" for policy in Template.parse(self.config.template).cut_policies.values())
+            if not n_spans:
+                raise UserError(f"pooling 'spans' needs a template with entity fields ({{name:keep}}); task "
+                                f"{self.task.name}'s template {self.config.template!r} has none")
+        self.head = nn.Linear(backbone.hidden_size * n_spans, len(self.config.labels))
         with torch.no_grad():
             self.head.weight.zero_()
             self.head.bias.zero_()
@@ -52,6 +60,8 @@ class LinearProbe(BaselineModel):
         states = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         if self.config.pooling == "cls":
             return states[:, 0]
+        if self.config.pooling == "spans":
+            return span_pool(states, batch.span_positions, batch.span_mask)
         return mean_pool(states, batch.attention_mask)
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, None]:
@@ -72,6 +82,17 @@ class LinearProbe(BaselineModel):
         model = cls(backbone, config)
         model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model.eval()
+
+
+def span_pool(states: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean state over each span's tokens, spans concatenated: (B, L, D), (B, S, W) -> (B, S·D)."""
+    batch, n_spans, width = positions.shape
+    gathered = states.gather(1, positions.reshape(batch, -1, 1).expand(-1, -1, states.shape[-1]))
+    gathered = gathered.reshape(batch, n_spans, width, -1)
+    weights = mask.unsqueeze(-1).to(states.dtype)
+    # A mention cut away entirely (possible only when nothing else is left to cut) pools to zeros.
+    pooled = (gathered * weights).sum(2) / weights.sum(2).clamp(min=1.0)
+    return pooled.reshape(batch, -1)
 
 
 def head_from_sklearn(classifier: LogisticRegression, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +141,7 @@ def fit_linear_probe(
         raise UserError("training examples must all be labelled")
     device = resolve_device(config.device)
     model.to(device).eval()
-    features = torch.empty(len(train_set), model.backbone.hidden_size)
+    features = torch.empty(len(train_set), model.head.in_features)
     with autocast(device, config.precision):
         for chunk in batches(length_sorted(train_set), config.eval_batch_size):
             features[chunk] = model.features(prompted_batch(model, train_set, chunk)).float().cpu()
