@@ -49,7 +49,8 @@ def auto_extent(coordinates: np.ndarray, spread: float, margin: float = 1.15) ->
 
 def _repeat(batch: Batch, times: int) -> Batch:
     return Batch(
-        **{name: value.repeat((times,) + (1,) * (value.dim() - 1)) for name, value in vars(batch).items()}
+        **{name: None if value is None else value.repeat((times,) + (1,) * (value.dim() - 1))
+           for name, value in vars(batch).items()}
     )
 
 
