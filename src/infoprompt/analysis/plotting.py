@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -31,7 +32,9 @@ def new_figure(width: float, height: float) -> Figure:
 def footer(figure: Figure, text: str) -> None:
     """Put the provenance line (backbone, task, seeds, sizes) under the axes."""
     figure.get_layout_engine().set(h_pad=0.1)
-    figure.supxlabel(text, fontsize=8, color="#333333")
+    # About 15 characters of 8-point text per inch: wrap so that a long line is not cut at the figure edge.
+    width = max(40, int(figure.get_figwidth() * 15))
+    figure.supxlabel(textwrap.fill(text, width=width), fontsize=8, color="#333333")
 
 
 def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int = 150) -> None:
