@@ -10,11 +10,13 @@ the table reports medians. Ratios are against ``warp`` and ``peft-prompt-tuning`
 * step MB: tensors saved for backward in one step (activations, without the frozen weights they alias) plus
   gradients and AdamW state of the trainable parameters; on CUDA the true peak would be
   ``torch.cuda.max_memory_allocated``, but the training code runs on CPU tensors.
-* infer ex/s: ``predict_encoded`` on ``--infer`` eval examples, new inputs (no cached features), batch 64.
+* infer ex/s: ``predict_encoded`` on ``--infer`` eval examples, new inputs (no cached features), batch 64;
+  median over ``--infer-repeats`` interleaved rounds (one pass of every method per round) after a warm-up.
 * feature cache: InfoPrompt with the no-prompt pass cached once per example vs recomputed every step.
 * whole run (InfoPrompt vs peft): the paper's ``--full-epochs`` (30) over the sample plus the final evaluation
   on the whole eval split, estimated from the parts measured above (feature cache + steps × median step +
-  eval rows / throughput). ``--run-epochs N`` also times real ``train()`` runs of N epochs and scales them.
+  eval rows / throughput). ``--run-epochs N`` also times real ``train()`` runs of N epochs
+  (``--run-repeats`` interleaved rounds, medians) and scales them; with N = 30 nothing is scaled.
 
 Prints Markdown tables; ``--json`` / ``--markdown`` also write them. Not a test: nothing here asserts.
 """
@@ -153,10 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per method")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per method first")
-    parser.add_argument("--infer", type=int, default=128, help="eval examples for the throughput measurement")
-    parser.add_argument("--infer-repeats", type=int, default=2)
+    parser.add_argument("--infer", type=int, default=256, help="eval examples for the throughput measurement")
+    parser.add_argument("--infer-repeats", type=int, default=5)
     parser.add_argument("--run-epochs", type=int, default=0, help="also time real whole runs of N epochs (0: skip)")
     parser.add_argument("--full-epochs", type=int, default=30, help="whole-run length the measurement is scaled to")
+    parser.add_argument("--run-repeats", type=int, default=1, help="interleaved rounds of whole runs (medians)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bf16", action="store_true", help="also time infoprompt and warp under bf16 autocast")
     parser.add_argument("--seed", type=int, default=1)
@@ -213,15 +216,19 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = {}
     if args.run_epochs:
-        for label in ("infoprompt", ONE_PASS, "peft-prompt-tuning"):
-            variant = next((v for v in variants if v.label == label), None)
-            if variant is not None:
-                runs[label] = whole_run(variant, args, backbone, sample, eval_examples, args.seed)
-                print(f"whole run {label} done", file=sys.stderr)
+        timed: dict[str, list[dict[str, float]]] = {}
+        for round_index in range(args.run_repeats):  # interleaved, like the steps
+            for label in ("infoprompt", ONE_PASS, "peft-prompt-tuning"):
+                variant = next((v for v in variants if v.label == label), None)
+                if variant is not None:
+                    timed.setdefault(label, []).append(whole_run(variant, args, backbone, sample, eval_examples, args.seed))
+                    print(f"whole run {label} ({round_index + 1}/{args.run_repeats}) done", file=sys.stderr)
+        runs = {label: {key: statistics.median(run[key] for run in repeats) for key in repeats[0]}
+                for label, repeats in timed.items()}
 
     by_label = {v.label: v for v in variants}
     step = {v.label: statistics.median(v.step_times) if v.step_times else None for v in variants}
-    rate = {v.label: max(v.infer_rates) if v.infer_rates else None for v in variants}
+    rate = {v.label: statistics.median(v.infer_rates) if v.infer_rates else None for v in variants}
     params = {v.label: sum(p.numel() for p in v.parameters) for v in variants}
     lines = [
         f"### Speed: {args.backbone}, {args.task}, {args.shots} shots, batch {args.batch_size}, n_p={args.n_prompts}, "
@@ -281,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         pp = runs["peft-prompt-tuning"]
         lines += [
             f"| whole run ({args.shots}-shot {args.task}, eval on all {len(eval_examples)} {task.eval_split} rows) | "
-            f"measured s ({args.run_epochs} epochs) | final eval s | extrapolated s ({args.full_epochs} epochs) "
+            f"measured s ({args.run_epochs} epochs, median of {args.run_repeats}) | final eval s | extrapolated s ({args.full_epochs} epochs) "
             "| × peft |",
             "|---|---|---|---|---|",
         ]
