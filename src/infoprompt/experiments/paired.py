@@ -27,8 +27,26 @@ EXACT_LIMIT = 20
 MONTE_CARLO_DRAWS = 200_000
 
 
+class SampleSummary:
+    """Count, mean and sample standard deviation (``nan`` for one value) of ``values``."""
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.values) if self.n > 1 else math.nan
+
+
 @dataclass(frozen=True)
-class Paired:
+class Paired(SampleSummary):
     """Per-seed differences ``method - baseline`` in one column (task, shots, n_p), or pooled over columns."""
 
     method: str
@@ -37,16 +55,8 @@ class Paired:
     diffs: tuple[float, ...]
 
     @property
-    def n(self) -> int:
-        return len(self.diffs)
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.diffs)
-
-    @property
-    def std(self) -> float:
-        return statistics.stdev(self.diffs) if self.n > 1 else math.nan
+    def values(self) -> tuple[float, ...]:  # type: ignore[override]
+        return self.diffs
 
     @property
     def record(self) -> tuple[int, int, int]:

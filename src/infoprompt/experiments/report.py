@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 import statistics
 from collections import defaultdict
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
-from infoprompt.experiments.paired import Paired, paired_comparisons, paired_markdown
+from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
 from infoprompt.io_utils import atomic_write_text
 from infoprompt.tasks import TASKS
@@ -28,23 +27,11 @@ METHOD_LABELS = {"infoprompt-no-head": "infoprompt-no-head (γ=0)", "infoprompt-
 
 
 @dataclass(frozen=True)
-class Stat:
-    """Mean and sample standard deviation (``nan`` for one seed) of one cell over its seeds."""
+class Stat(SampleSummary):
+    """One cell over its seeds: the values (mean, sample std and count from :class:`SampleSummary`) and seeds."""
 
     values: tuple[float, ...]
     seeds: tuple[int, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.values)
-
-    @property
-    def std(self) -> float:
-        return statistics.stdev(self.values) if self.n > 1 else math.nan
 
 
 @dataclass
