@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,6 +20,15 @@ from infoprompt.model import ClassifierConfig
 from infoprompt.templates import Batch
 
 PEFT_DIR = "peft"
+
+
+@contextlib.contextmanager
+def quiet_peft_wrap():
+    """peft reads ``is_gradient_checkpointing`` when it wraps a model, which transformers 5 deprecates; the
+    FutureWarning is about peft's code, not the user's, so it is silenced here and nowhere else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def sequence_classifier(backbone: Backbone, labels: tuple[str, ...], seed: int) -> PreTrainedModel:
@@ -60,11 +71,12 @@ class PeftPromptClassifier(BaselineModel):
                 prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
                 base_model_name_or_path=getattr(backbone.model, "name_or_path", None) or backbone.name,
             )
-            with torch.random.fork_rng():
+            with torch.random.fork_rng(), quiet_peft_wrap():
                 torch.manual_seed(self.config.init_seed)
                 self.peft = get_peft_model(base, peft_config)
         else:
-            self.peft = PeftModel.from_pretrained(base, str(peft_dir), is_trainable=False)
+            with quiet_peft_wrap():
+                self.peft = PeftModel.from_pretrained(base, str(peft_dir), is_trainable=False)
         self.peft.eval()
         self.to(backbone.device)
 
