@@ -214,19 +214,18 @@ def main(argv: list[str] | None = None) -> int:
                 variant.infer_rates.append(infer_rate(variant, eval_sets[variant.label]))
     print("inference done", file=sys.stderr)
 
+    by_label = {v.label: v for v in variants}
     runs = {}
     if args.run_epochs:
         timed: dict[str, list[dict[str, float]]] = {}
+        whole_run_labels = [label for label in ("infoprompt", ONE_PASS, "peft-prompt-tuning") if label in by_label]
         for round_index in range(args.run_repeats):  # interleaved, like the steps
-            for label in ("infoprompt", ONE_PASS, "peft-prompt-tuning"):
-                variant = next((v for v in variants if v.label == label), None)
-                if variant is not None:
-                    timed.setdefault(label, []).append(whole_run(variant, args, backbone, sample, eval_examples, args.seed))
-                    print(f"whole run {label} ({round_index + 1}/{args.run_repeats}) done", file=sys.stderr)
+            for label in whole_run_labels:
+                timed.setdefault(label, []).append(whole_run(by_label[label], args, backbone, sample, eval_examples, args.seed))
+                print(f"whole run {label} ({round_index + 1}/{args.run_repeats}) done", file=sys.stderr)
         runs = {label: {key: statistics.median(run[key] for run in repeats) for key in repeats[0]}
                 for label, repeats in timed.items()}
 
-    by_label = {v.label: v for v in variants}
     step = {v.label: statistics.median(v.step_times) if v.step_times else None for v in variants}
     rate = {v.label: statistics.median(v.infer_rates) if v.infer_rates else None for v in variants}
     params = {v.label: sum(p.numel() for p in v.parameters) for v in variants}
