@@ -35,6 +35,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                             "input embedding (embeddings: one encoder pass at prediction instead of two); spans: "
                             "linear-probe on span tasks, the mean state of each mention")
     group.add_argument("--head-summary", choices=("predicted", "mean"), help="how θ is summarised for the head loss")
+    group.add_argument("--readout", choices=("auto", "mask", "cls", "mean", "spans"),
+                       help="head features: the [MASK] state (paper), [CLS], the mean of the text tokens, the entity "
+                            "mentions (span tasks), or auto (spans on span tasks, else mean)")
+    group.add_argument("--mi-negatives", choices=("paper", "batch"),
+                       help="InfoNCE negatives: paper (no-prompt states, token embeddings) or batch (other examples' prompts)")
     group.add_argument("--template", help="template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
     group.add_argument("--verbalizer-init", action=argparse.BooleanOptionalAction, default=None,
                        help="initialise head rows from label-word embeddings")
@@ -54,6 +59,13 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-every-epochs", type=int, default=5, help="periodic evaluation every N epochs (0: none)")
     group.add_argument("--eval-subset", type=int, default=256, help="eval examples used by periodic evaluations")
     group.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
+    group.add_argument("--select", choices=("none", "holdout"),
+                       help="none: train all epochs; holdout: pick the epoch count on a held-out slice of the few-shot "
+                            "draw, then retrain on all of it (default: the method's)")
+    group.add_argument("--holdout-fraction", type=float, default=0.25, help="share of each class held out by --select holdout")
+    group.add_argument("--patience", type=int, default=5, help="--select holdout stops after N epochs without improvement")
+    group.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
+                       help="start the head at the logistic-regression fit on the initial features (default: the method's)")
     add_device_options(group)
 
 
@@ -65,7 +77,7 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
     names = ("beta", "gamma", "n_negatives", "rank", "pooling", "head_summary", "template", "verbalizer_init",
-             "kl_weight", "max_length")
+             "kl_weight", "max_length", "readout", "mi_negatives")
     overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     if getattr(args, "no_truncate", False):
         overrides["truncate"] = False
@@ -79,7 +91,8 @@ def training_config(args: argparse.Namespace, seed: int):
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
         max_steps=args.max_steps, eval_every=args.eval_every, eval_every_epochs=args.eval_every_epochs,
         eval_subset=args.eval_subset, feature_cache=not args.no_feature_cache, progress=not args.quiet,
-        device=args.device, precision=args.precision,
+        device=args.device, precision=args.precision, select=args.select, holdout_fraction=args.holdout_fraction,
+        patience=args.patience, warm_start=args.warm_start,
     )
 
 

@@ -16,7 +16,8 @@ class MethodPreset:
         prompt_source: ``"static"`` (WARP), ``"generated"`` (IDPG, InfoPrompt) or ``None`` (no prompts).
         placement: ``"template"`` (prompt places of the task template) or ``"prepend"`` (right after
             ``[CLS]``, the IDPG layout) or ``"none"``.
-        readout: ``"mask"`` (state at the ``[MASK]`` slot) or ``"cls"`` (state at ``[CLS]``).
+        readout: ``"mask"`` (state at the ``[MASK]`` slot), ``"cls"`` (state at ``[CLS]``), ``"mean"`` (mean of
+            the text-field states) or ``"auto"`` (``spans`` on span tasks, ``mean`` elsewhere).
         beta: weight of the representation MI loss.
         gamma: weight of the head MI loss.
         verbalizer_init: initialise head rows from label-word embeddings.
@@ -27,6 +28,11 @@ class MethodPreset:
             trained by :func:`~infoprompt.training.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
             ``"linear-probe"`` (logistic regression on frozen pooled embeddings); see :mod:`infoprompt.baselines`.
         adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
+        mi_negatives: InfoNCE negatives of the information terms, ``"paper"`` or ``"batch"`` (other examples'
+            prompts); see :class:`~infoprompt.model.ClassifierConfig`.
+        warm_start: fit the head by logistic regression on the initial features before training.
+        select: ``"none"`` (train all epochs) or ``"holdout"`` (pick the epoch count on a held-out slice of the
+            few-shot draw, then refit); see :class:`~infoprompt.training.TrainConfig`.
     """
 
     name: str
@@ -41,12 +47,17 @@ class MethodPreset:
     description: str = ""
     kind: str = "classifier"
     adapter_size: int = 0
+    mi_negatives: str = "paper"
+    warm_start: bool = False
+    select: str = "none"
 
     @property
     def uses_features(self) -> bool:
         """Whether the no-prompt pass (P', Z') is needed during training."""
         return self.prompt_source == "generated" or self.beta > 0
 
+
+RECOMMENDED = "infoprompt-plus"
 
 METHODS: dict[str, MethodPreset] = {
     preset.name: preset
@@ -71,6 +82,14 @@ METHODS: dict[str, MethodPreset] = {
                      description="logistic regression on frozen mean-pooled embeddings (lr unused)"),
         MethodPreset("peft-prompt-tuning", "static", "prepend", "cls", 0.0, 0.0, False, 1e-3, kind="peft",
                      description="Hugging Face peft PromptTuningConfig on AutoModelForSequenceClassification"),
+        # The recommended recipe (not the paper's): see README "Which method".
+        MethodPreset(RECOMMENDED, "generated", "template", "auto", 0.1, 0.05, False, 1e-3,
+                     mi_negatives="batch", warm_start=True, select="holdout",
+                     description="recommended: InfoPrompt with in-batch MI negatives, text-mean (or entity-span) "
+                                 "readout, probe-initialised head, epochs picked on a held-out slice of the draw"),
+        MethodPreset(f"{RECOMMENDED}-ce", "generated", "template", "auto", 0.0, 0.0, False, 1e-3,
+                     mi_negatives="batch", warm_start=True, select="holdout",
+                     description=f"{RECOMMENDED} without the information terms (β=γ=0)"),
     )
 }
 

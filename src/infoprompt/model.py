@@ -18,8 +18,9 @@ from infoprompt.baselines.bottleneck import BottleneckAdapters
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_bytes, atomic_write_json, read_json_object
 from infoprompt.methods import MethodPreset, get_method
-from infoprompt.objectives import HeadMI, RepresentationMI, sample_context_negatives
+from infoprompt.objectives import MI_NEGATIVES, HeadMI, RepresentationMI, mi_cap, sample_context_negatives
 from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
+from infoprompt.readouts import READOUTS, mean_pool, read_out, readout_width
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 
@@ -49,6 +50,15 @@ class ClassifierConfig:
             the tokens, which needs no encoder pass, so that prediction costs one pass instead of two.
             ``spans`` (linear probe on span tasks only): the mean state of each entity mention, concatenated.
         head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
+        readout: what the head reads from the prompted pass: the ``mask`` slot (the paper), the ``cls`` state,
+            the ``mean`` of the text-field states, ``spans`` (span tasks: the mean state of each entity
+            mention, concatenated) or ``auto`` (``spans`` where the template marks mentions, else ``mean``);
+            ``None`` takes the method's.
+        mi_negatives: the InfoNCE negatives of both information terms. ``paper``: no-prompt states for
+            I(P; Z | X) and token embeddings for I(P; θ | X), which a critic tells from prompts within a few
+            steps (the bound saturates); ``batch``: the prompts of the other examples of the batch, so the
+            critic has to pick the example's own prompt among prompts (the bound is capped at log B).
+            ``None`` takes the method's.
         verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
         generator_bias: generated prompts carry a bias initialised from token embeddings.
         kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
@@ -70,6 +80,8 @@ class ClassifierConfig:
     rank: int = 64
     pooling: str = "mean"
     head_summary: str = "predicted"
+    readout: str | None = None
+    mi_negatives: str | None = None
     verbalizer_init: bool | None = None
     generator_bias: bool = True
     kl_weight: float = 0.0
@@ -92,6 +104,10 @@ class ClassifierConfig:
             raise UserError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.pooling == "spans" and preset.kind != "linear-probe":
             raise UserError(f"pooling 'spans' is for the linear-probe method only, not {preset.name}")
+        values["readout"] = resolve_readout(self.readout or preset.readout, Template.parse(values["template"]), task, preset)
+        values["mi_negatives"] = self.mi_negatives or preset.mi_negatives
+        if values["mi_negatives"] not in MI_NEGATIVES:
+            raise UserError(f"mi_negatives must be one of {', '.join(MI_NEGATIVES)}, got {self.mi_negatives!r}")
         if self.head_summary not in ("predicted", "mean"):
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
@@ -138,6 +154,26 @@ def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int =
         )
 
 
+def resolve_readout(readout: str, template: Template, task: TaskSpec, preset: MethodPreset) -> str:
+    """The readout a config asks for, with ``auto`` (the method's choice) made concrete: ``spans`` where the
+    template marks entity mentions, ``mean`` elsewhere."""
+    has_spans = count_spans(template) > 0
+    if readout == "auto":
+        return "spans" if has_spans else "mean"
+    if readout not in READOUTS:
+        raise UserError(f"readout must be one of auto, {', '.join(READOUTS)}, got {readout!r}")
+    if readout == "spans" and not has_spans:
+        raise UserError(f"readout 'spans' needs a task with entity mentions; {task.name} has none")
+    if readout == "mask" and preset.readout == "cls":
+        raise UserError(f"readout 'mask' needs a [MASK] slot, and method {preset.name}'s template has none")
+    return readout
+
+
+def count_spans(template: Template) -> int:
+    """Entity mentions a template marks (its ``{name:keep}`` fields)."""
+    return sum(policy == "keep" for policy in template.cut_policies.values())
+
+
 def default_template(task: TaskSpec, preset: MethodPreset) -> str:
     template = Template.parse(task.template)
     if preset.placement == "prepend":
@@ -164,9 +200,19 @@ class LossTerms:
     rep: torch.Tensor
     head: torch.Tensor
     kl: torch.Tensor
+    caps: dict[str, float] = field(default_factory=dict)  # log(K+1) of each active InfoNCE term
 
     def as_floats(self) -> dict[str, float]:
-        return {name: float(value.detach()) for name, value in vars(self).items()}
+        return {name: float(getattr(self, name).detach()) for name in ("total", "pred", "rep", "head", "kl")}
+
+    def mi_bounds(self) -> dict[str, float]:
+        """Each active information term's lower bound ``log(K+1) − nce`` and its cap ``log(K+1)``: a bound at
+        its cap means the critic separates every negative and the term gives no more gradient."""
+        out: dict[str, float] = {}
+        for name, cap in self.caps.items():
+            out[f"mi_{name}"] = cap - float(getattr(self, name).detach())
+            out[f"mi_{name}_cap"] = cap
+        return out
 
 
 class PromptClassifier(nn.Module):
@@ -206,13 +252,14 @@ class PromptClassifier(nn.Module):
         with torch.random.fork_rng():
             torch.manual_seed(config.init_seed)
             self.prompt = self._build_prompt(hidden, generator)
-            self.head = nn.Linear(hidden, len(config.labels))
+            width = readout_width(config.readout, hidden, count_spans(self.template))
+            self.head = nn.Linear(width, len(config.labels))
             nn.init.normal_(self.head.weight, std=0.02)
             nn.init.zeros_(self.head.bias)
-            if config.verbalizer_init:
+            if config.verbalizer_init and width == hidden:
                 self._verbalizer_init()
-            self.head_mi = HeadMI(hidden, config.head_summary) if config.gamma > 0 else None
-            self.rep_mi = RepresentationMI(hidden) if config.beta > 0 else None
+            self.head_mi = HeadMI(hidden, config.head_summary, width) if config.gamma > 0 else None
+            self.rep_mi = RepresentationMI(hidden, width) if config.beta > 0 else None
             # Created last so that methods without adapters draw exactly the same initial parameters as before.
             self.adapters = (
                 BottleneckAdapters.for_encoder(self.encoder, hidden, self.preset.adapter_size)
@@ -258,7 +305,10 @@ class PromptClassifier(nn.Module):
     # -- passes -------------------------------------------------------------------------------------------
     @property
     def needs_features(self) -> bool:
-        return self.preset.prompt_source == "generated" or self.rep_mi is not None
+        """Whether training reads the no-prompt pass: ``P'`` for generated prompts, ``Z'`` for the paper's
+        representation-loss negatives."""
+        paper_rep = self.rep_mi is not None and self.config.mi_negatives == "paper"
+        return self.preset.prompt_source == "generated" or paper_rep
 
     def train(self, mode: bool = True) -> PromptClassifier:
         super().train(mode)
@@ -278,7 +328,12 @@ class PromptClassifier(nn.Module):
 
     @staticmethod
     def readout(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The state at one token position per example (the paper's ``[MASK]`` readout)."""
         return states[torch.arange(states.shape[0], device=states.device), positions]
+
+    def features(self, states: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """The head's input under this adapter's readout."""
+        return read_out(states, batch, self.config.readout)
 
     @property
     def generates_prompts(self) -> bool:
@@ -297,7 +352,7 @@ class PromptClassifier(nn.Module):
                 pooled = self.embedding_pool(plain)
             else:
                 pooled = states[:, 0] if self.config.pooling == "cls" else mean_pool(states, plain.attention_mask)
-            return pooled, self.readout(states, plain.readout_position)
+            return pooled, self.features(states, plain)
 
     def generator_input(self, plain: Batch) -> torch.Tensor:
         """``P'`` alone: with ``pooling="embeddings"`` no encoder pass is run."""
@@ -313,7 +368,7 @@ class PromptClassifier(nn.Module):
         """Prompted pass: returns logits (B, C), readout states Z (B, D) and prompts (B, n_p, D) or None."""
         prompts = self.prompt(batch.input_ids.shape[0], pooled) if self.prompt is not None else None
         states = self.encode_states(batch, prompts)
-        z = self.readout(states, batch.readout_position)
+        z = self.features(states, batch)
         return self.head(z), z, prompts
 
     def losses(
@@ -328,23 +383,35 @@ class PromptClassifier(nn.Module):
         pred = nn.functional.cross_entropy(logits, labels)
         zero = pred.new_zeros(())
         rep, head, kl = zero, zero, zero
+        caps: dict[str, float] = {}
+        cfg = self.config
+        in_batch = cfg.mi_negatives == "batch"
         if prompts is not None and (self.rep_mi is not None or self.head_mi is not None):
             prompt_mean = prompts.mean(1)
-            k = self.config.n_negatives
+            k = cfg.n_negatives
             if self.head_mi is not None:
-                negatives = sample_context_negatives(
-                    self.backbone.input_embeddings, batch.input_ids, batch.context_positions, batch.context_mask,
-                    max(k - 1, 1), generator,
-                )
-                head = self.head_mi(prompt_mean, logits, self.head.weight, negatives).mean()
+                if in_batch:
+                    head = self.head_mi.in_batch(prompt_mean, logits, self.head.weight).mean()
+                    caps["head"] = mi_cap(len(labels) - 1)
+                else:
+                    negatives = sample_context_negatives(
+                        self.backbone.input_embeddings, batch.input_ids, batch.context_positions, batch.context_mask,
+                        max(k - 1, 1), generator,
+                    )
+                    head = self.head_mi(prompt_mean, logits, self.head.weight, negatives).mean()
+                    caps["head"] = mi_cap(max(k - 1, 1))
             if self.rep_mi is not None:
-                if z_plain is None:
-                    raise ValueError("the representation loss needs the no-prompt states Z'")
-                rep_terms, kl_terms = self.rep_mi(prompt_mean, z, z_plain, k, generator)
+                if in_batch:
+                    rep_terms, kl_terms = self.rep_mi.in_batch(prompt_mean, z, generator)
+                    caps["rep"] = mi_cap(len(labels) - 1)
+                else:
+                    if z_plain is None:
+                        raise ValueError("the representation loss needs the no-prompt states Z'")
+                    rep_terms, kl_terms = self.rep_mi(prompt_mean, z, z_plain, k, generator)
+                    caps["rep"] = mi_cap(k)
                 rep, kl = rep_terms.mean(), kl_terms.mean()
-        cfg = self.config
         total = pred + cfg.beta * rep + cfg.gamma * head + cfg.kl_weight * kl
-        return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl)
+        return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl, caps=caps)
 
     # -- parameters ---------------------------------------------------------------------------------------
     def trainable_state(self) -> dict[str, torch.Tensor]:
@@ -391,12 +458,6 @@ class PromptClassifier(nn.Module):
         model = cls(backbone, config)
         model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model
-
-
-def mean_pool(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mean of the states over the real (unpadded) tokens."""
-    mask = attention_mask.unsqueeze(-1).to(states.dtype)
-    return (states * mask).sum(1) / mask.sum(1)
 
 
 def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -19,21 +19,49 @@ def info_nce(positive: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(scores, dim=-1) - positive
 
 
+# Where the InfoNCE negatives come from: "paper" (no-prompt states, token embeddings) or "batch" (the other
+# examples' prompts).
+MI_NEGATIVES = ("paper", "batch")
+
+
+def mi_cap(n_negatives: int) -> float:
+    """``log(K + 1)``: the most an InfoNCE bound with K negatives can say."""
+    return math.log(n_negatives + 1)
+
+
 def mi_lower_bound(nce: torch.Tensor, n_negatives: int) -> torch.Tensor:
-    return math.log(n_negatives + 1) - nce
+    return mi_cap(n_negatives) - nce
+
+
+def in_batch_info_nce(scores: torch.Tensor) -> torch.Tensor:
+    """Per-example InfoNCE over a (B, B) score matrix whose row ``i`` scores example ``i``'s target against
+    every example's prompt: the diagonal is the positive, the other B−1 prompts are the negatives.
+
+    A critic can only win here by recognising the example's *own* prompt among prompts, so the bound
+    ``log B − loss`` stays informative where prompts-versus-non-prompts negatives saturate. A batch of one
+    example has no negatives and gives 0.
+    """
+    if scores.shape[0] < 2:
+        return scores.new_zeros(scores.shape[0])
+    return torch.logsumexp(scores, dim=-1) - scores.diagonal()
 
 
 class Bilinear(nn.Module):
-    """Score ``aᵀ W b / √D`` with ``W`` initialised to the identity."""
+    """Score ``aᵀ W b / √D`` with ``W`` (D × D_right) initialised to the identity (its leading block when the
+    right side is wider, as concatenated span states are)."""
 
-    def __init__(self, hidden_size: int):
+    def __init__(self, hidden_size: int, right_size: int | None = None):
         super().__init__()
-        self.weight = nn.Parameter(torch.eye(hidden_size))
+        self.weight = nn.Parameter(torch.eye(hidden_size, right_size or hidden_size))
         self.scale = hidden_size**-0.5
 
     def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        # left (..., D), right (..., D) broadcastable
+        # left (..., D), right (..., D_right) broadcastable
         return ((left @ self.weight) * right).sum(-1) * self.scale
+
+    def pairwise(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        """Scores of every pair: ``[i, j] = score(left_j, right_i)`` for left (B, D) and right (B, D_right)."""
+        return right @ (left @ self.weight).T * self.scale
 
 
 class HeadMI(nn.Module):
@@ -44,12 +72,12 @@ class HeadMI(nn.Module):
     K−1 negatives replace ``P̄`` with input embeddings of tokens drawn from the example's own context.
     """
 
-    def __init__(self, hidden_size: int, summary: str = "predicted"):
+    def __init__(self, hidden_size: int, summary: str = "predicted", feature_size: int | None = None):
         super().__init__()
         if summary not in ("predicted", "mean"):
             raise ValueError(f"head summary must be 'predicted' or 'mean', got {summary!r}")
         self.summary = summary
-        self.critic = Bilinear(hidden_size)
+        self.critic = Bilinear(hidden_size, feature_size)
 
     def summarise(self, logits: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
         if self.summary == "mean":
@@ -64,6 +92,11 @@ class HeadMI(nn.Module):
         negatives = self.critic(context_negatives, theta.unsqueeze(1))  # (B, K-1)
         return info_nce(positive, negatives)
 
+    def in_batch(self, prompt_mean: torch.Tensor, logits: torch.Tensor, head_weight: torch.Tensor) -> torch.Tensor:
+        """The same bound with the other examples' prompts ``P̄_j`` as the negatives of ``θ̃_i``."""
+        theta = self.summarise(logits, head_weight)
+        return in_batch_info_nce(self.critic.pairwise(prompt_mean, theta))
+
 
 class RepresentationMI(nn.Module):
     """Representation loss: InfoNCE estimate of I(P; Z | X) with Gaussian variational samples.
@@ -72,10 +105,10 @@ class RepresentationMI(nn.Module):
     from the no-prompt pass are the negatives, since ``Z'`` never saw ``P``.
     """
 
-    def __init__(self, hidden_size: int):
+    def __init__(self, hidden_size: int, feature_size: int | None = None):
         super().__init__()
-        self.f_mu = nn.Linear(hidden_size, hidden_size)
-        self.f_sigma = nn.Linear(hidden_size, hidden_size)
+        self.f_mu = nn.Linear(feature_size or hidden_size, hidden_size)
+        self.f_sigma = nn.Linear(feature_size or hidden_size, hidden_size)
         self.critic = Bilinear(hidden_size)
 
     def gaussian(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,6 +133,15 @@ class RepresentationMI(nn.Module):
         negatives = self.critic(prompt_mean.unsqueeze(1), negative_samples)
         kl = gaussian_kl(mu, sigma) + gaussian_kl(mu_neg, sigma_neg)
         return info_nce(positive, negatives), kl
+
+    def in_batch(
+        self, prompt_mean: torch.Tensor, z_prompted: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bound with the other examples' prompts as negatives: one sample ``z_i ~ N(f_μ(Z_i), σ(Z_i))``
+        per example, scored against every ``P̄_j``; needs no no-prompt pass. Returns InfoNCE and KL."""
+        mu, sigma = self.gaussian(z_prompted)
+        sample = mu + sigma * standard_normal(mu.shape, generator, mu)
+        return in_batch_info_nce(self.critic.pairwise(prompt_mean, sample)), gaussian_kl(mu, sigma)
 
 
 def standard_normal(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:

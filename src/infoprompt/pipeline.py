@@ -130,7 +130,10 @@ def run_training(
     model = build_classifier(spec, backbone)
 
     def execute(directory: Path | None) -> dict[str, object]:
-        result = fit(model, sample, eval_split, spec.training, log_path=directory / LOG_NAME if directory else None)
+        training = spec.training
+        if spec.cache_dir and training.feature_store_dir is None:
+            training = dataclasses.replace(training, feature_store_dir=spec.cache_dir)
+        result = fit(model, sample, eval_split, training, log_path=directory / LOG_NAME if directory else None)
         labels = [e.label for e in sample]
         record = {
             "task": spec.task,
@@ -151,6 +154,8 @@ def run_training(
             "world_size": result.get("world_size", ddp.world_size),
             "lr": result["lr"],
             "last_losses": result["last_losses"],
+            "information": result.get("information", {}),
+            "eval_feature_store": result.get("eval_feature_store", "off"),
             "timings": result["timings"],
             "parameters": model.parameter_counts(),
             "spec": spec.to_json(),
@@ -158,6 +163,8 @@ def run_training(
             "environment": environment(model),
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
+        if "selection" in result:
+            record["selection"] = result["selection"]  # what was picked, and from which held-out scores
         if directory is not None:
             model.save_pretrained(directory)
             atomic_write_json(directory / METRICS_NAME, record)

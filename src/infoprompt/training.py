@@ -44,6 +44,22 @@ class TrainConfig:
             device, so a seed means the same draws everywhere.
         precision: ``fp32``, or ``bf16`` to run the encoder passes under bfloat16 autocast (faster on GPUs
             and on CPUs with AVX512-BF16/AMX; parameters, optimiser state and losses stay float32).
+        feature_store: keep the evaluation examples' no-prompt pass on disk (see :mod:`infoprompt.feature_store`)
+            and reuse it in every later run that needs the same pass (same backbone, template, budget, pooling,
+            readout, examples); the numbers are the same, only the second pass is skipped.
+        feature_store_dir: where the store lives (``None``: ``~/.cache/infoprompt``, ``$XDG_CACHE_HOME`` aware).
+        select: how many epochs to train. ``none``: all ``epochs`` (the paper). ``holdout``: train on a
+            stratified ``1 − holdout_fraction`` of the training examples for up to ``epochs`` epochs, score the
+            held-out rest after every epoch (epoch 0 included), pick the best epoch count, then train again
+            on every training example for that many epochs. Only the few-shot draw is read; under selection
+            no periodic evaluation runs, so the evaluation split is read once, after training. ``None``
+            takes the method's.
+        holdout_fraction: share of each class held out by ``select="holdout"``.
+        patience: ``select="holdout"`` stops the selection pass after this many epochs without a better
+            held-out score (0: run all ``epochs``).
+        warm_start: before training, fit the head by logistic regression on the initial adapter's features
+            of the training examples (the linear probe's solution on this readout). ``None`` takes the
+            method's.
     """
 
     epochs: int = 30
@@ -61,9 +77,18 @@ class TrainConfig:
     progress: bool = True
     device: str = "auto"
     precision: str = "fp32"
+    feature_store: bool = True
+    feature_store_dir: str | None = None
+    select: str | None = None
+    holdout_fraction: float = 0.25
+    patience: int = 5
+    warm_start: bool | None = None
 
 
 PRECISIONS = ("fp32", "bf16")
+SELECTIONS = ("none", "holdout")
+# An information term counts as saturated once its bound reaches this share of its cap log(K+1).
+SATURATION = 0.95
 
 
 @dataclass
@@ -208,6 +233,31 @@ def cache_features(
     encoded.pooled, encoded.z_plain = ddp.sum_(pooled), ddp.sum_(z_plain)
 
 
+def cache_eval_features(
+    model: PromptClassifier, examples: Sequence[Example], encoded: EncodedSet, config: TrainConfig,
+    ddp: Distributed, precision: str, progress: bool = False,
+) -> str:
+    """Fill ``encoded``'s no-prompt features from the feature store, or compute and store them. Returns
+    ``hit``, ``miss`` or ``off`` (store disabled, or a multi-process run, which computes its share)."""
+    from infoprompt.backbones import default_cache_dir
+    from infoprompt.feature_store import feature_key, load_features, save_features, store_path
+
+    if encoded.pooled is not None:
+        return "hit"
+    if not config.feature_store or ddp.active:
+        cache_features(model, encoded, config.eval_batch_size, progress, ddp, precision)
+        return "off"
+    path = store_path(config.feature_store_dir or default_cache_dir(), feature_key(model, examples, encoded.pairs, precision))
+    stored = load_features(path, len(encoded))
+    if stored is not None:
+        device = model_device(model)
+        encoded.pooled, encoded.z_plain = stored[0].to(device), stored[1].to(device)
+        return "hit"
+    cache_features(model, encoded, config.eval_batch_size, progress, ddp, precision)
+    save_features(path, encoded.pooled, encoded.z_plain)
+    return "miss"
+
+
 def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     if not model.needs_features:
         return None, None
@@ -342,6 +392,105 @@ class JsonlLog:
             self.handle.close()
 
 
+def holdout_split(labels: Sequence[int], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices to fit on and to hold out: ``fraction`` of every class (rounded down) is held out, each class
+    keeping at least one example to fit on. Depends only on the labels and ``seed``."""
+    if not 0 < fraction < 1:
+        raise UserError(f"holdout_fraction must be between 0 and 1, got {fraction}")
+    generator = torch.Generator().manual_seed(seed)
+    fit, held = [], []
+    for label in sorted(set(labels)):
+        members = [i for i, value in enumerate(labels) if value == label]
+        shuffled = [members[i] for i in torch.randperm(len(members), generator=generator).tolist()]
+        n_held = min(int(len(members) * fraction), len(members) - 1)
+        held += shuffled[:n_held]
+        fit += shuffled[n_held:]
+    if not held:
+        raise UserError(f"holdout selection with fraction {fraction} leaves nothing to hold out of {len(labels)} examples")
+    return sorted(fit), sorted(held)
+
+
+def subset(encoded: EncodedSet, indices: list[int]) -> EncodedSet:
+    pick = torch.tensor(indices, dtype=torch.long)
+    return EncodedSet(
+        [encoded.pairs[i] for i in indices],
+        None if encoded.labels is None else encoded.labels[pick],
+        None if encoded.pooled is None else encoded.pooled[pick.to(encoded.pooled.device)],
+        None if encoded.z_plain is None else encoded.z_plain[pick.to(encoded.z_plain.device)],
+    )
+
+
+@torch.no_grad()
+def warm_start_head(model: PromptClassifier, encoded: EncodedSet, batch_size: int, seed: int, precision: str) -> int:
+    """Fit the head by logistic regression on the adapter's current features of ``encoded``; returns the
+    solver's iterations. The head then starts where the linear probe on this readout ends."""
+    from infoprompt.logistic import fit_logistic_head  # scikit-learn is imported only when it is needed
+
+    device = model_device(model)
+    was_training = model.training
+    model.eval()
+    features = torch.empty(len(encoded), model.head.in_features)
+    with autocast(device, precision):
+        for chunk in batches(length_sorted(encoded), batch_size):
+            _, z, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
+            features[chunk] = z.float().cpu()
+    model.train(was_training)
+    weight, bias, iterations = fit_logistic_head(
+        features.double().numpy(), encoded.labels.numpy(), len(model.config.labels), seed
+    )
+    model.head.weight.copy_(torch.as_tensor(weight, dtype=model.head.weight.dtype))
+    model.head.bias.copy_(torch.as_tensor(bias, dtype=model.head.bias.dtype))
+    return iterations
+
+
+@torch.no_grad()
+def holdout_scores(model: PromptClassifier, encoded: EncodedSet, batch_size: int, precision: str) -> dict[str, float]:
+    """Cross-entropy and the task's metrics on held-out training examples."""
+    probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
+    loss = float(torch.nn.functional.nll_loss(probabilities.clamp_min(1e-12).log(), encoded.labels))
+    task = model.task
+    metrics = compute_metrics(
+        task.metrics, encoded.labels.tolist(), probabilities.argmax(-1).tolist(), model.config.labels, task.positive_label
+    )
+    return {"loss": loss, **metrics}
+
+
+class Saturation:
+    """Tracks each information term's bound: the first step it reached :data:`SATURATION` of its cap, and its
+    mean over the last epoch, so that a run says whether β and γ still gave a gradient."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, int] = {}
+        self.caps: dict[str, float] = {}
+        self.epoch_values: dict[str, list[float]] = {}
+        self.last_epoch: dict[str, float] = {}
+
+    def update(self, step: int, bounds: dict[str, float]) -> None:
+        for key, value in bounds.items():
+            if key.endswith("_cap"):
+                continue
+            cap = bounds[f"{key}_cap"]
+            self.caps[key] = cap
+            self.epoch_values.setdefault(key, []).append(value)
+            if key not in self.first and value >= SATURATION * cap:
+                self.first[key] = step
+
+    def end_epoch(self) -> None:
+        self.last_epoch = {key: sum(v) / len(v) for key, v in self.epoch_values.items() if v}
+        self.epoch_values = {}
+
+    def summary(self) -> dict[str, dict[str, object]]:
+        return {
+            key: {
+                "cap": self.caps[key],
+                "last_epoch_bound": self.last_epoch.get(key),
+                "last_epoch_share_of_cap": (self.last_epoch[key] / self.caps[key]) if key in self.last_epoch else None,
+                "saturated_at_step": self.first.get(key),
+            }
+            for key in self.caps
+        }
+
+
 def train(
     model: PromptClassifier,
     train_examples: Sequence[Example],
@@ -349,7 +498,8 @@ def train(
     config: TrainConfig | None = None,
     log_path: Path | None = None,
 ) -> dict[str, object]:
-    """Train ``model`` in place; returns final eval metrics, timings and the last loss terms.
+    """Train ``model`` in place; returns final eval metrics, timings, the last loss terms, the information
+    terms' saturation and, under ``select="holdout"``, what was selected and from what.
 
     Under ``accelerate launch --num_processes N`` (or ``torchrun``) the N processes split every batch and
     all-reduce gradients; only the main process writes ``log_path``.
@@ -361,117 +511,190 @@ def train(
     precision = config.precision
     if precision not in PRECISIONS:
         raise UserError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    select = config.select if config.select is not None else model.preset.select
+    if select not in SELECTIONS:
+        raise UserError(f"unknown selection {select!r}; valid: {', '.join(SELECTIONS)}")
+    warm_start = config.warm_start if config.warm_start is not None else model.preset.warm_start
     model.to(device)
     torch.manual_seed(config.seed)
-    generator = torch.Generator().manual_seed(config.seed)
-    order_generator = generator
-    if ddp.active:
-        # Every process must draw the same batch order; the sampling noise (negatives, z) differs per process.
-        generator = torch.Generator().manual_seed(config.seed + 7919 * (ddp.rank + 1))
     train_set = encode_examples(model, train_examples)
     if train_set.labels is None:
         raise UserError("training examples must all be labelled")
-    eval_set = encode_examples(model, eval_examples) if eval_examples else None
+    # Under selection the evaluation split is encoded only after training: nothing before then can read it.
+    eval_set = encode_examples(model, eval_examples) if eval_examples and select == "none" else None
 
     cache_started = time.perf_counter()
     progress = config.progress and ddp.is_main
     if config.feature_cache:
         cache_features(model, train_set, config.eval_batch_size, progress, ddp, precision)
     cache_seconds = time.perf_counter() - cache_started
-    periodic = config.eval_every or config.eval_every_epochs
+    periodic = (config.eval_every or config.eval_every_epochs) if select == "none" else 0
     # Evaluation needs the no-prompt pass only when the prompt generator reads it.
-    cache_eval = eval_set is not None and config.feature_cache and getattr(model, "inference_needs_plain_pass", False)
-    if cache_eval and periodic:
-        cache_features(model, eval_set, config.eval_batch_size, progress, ddp, precision)
-    periodic_set = eval_set
-    if eval_set is not None and config.eval_subset and len(eval_set) > config.eval_subset:
-        n = config.eval_subset
-        periodic_set = EncodedSet(
-            eval_set.pairs[:n], eval_set.labels[:n],
-            None if eval_set.pooled is None else eval_set.pooled[:n],
-            None if eval_set.z_plain is None else eval_set.z_plain[:n],
-        )
+    cache_eval = config.feature_cache and getattr(model, "inference_needs_plain_pass", False)
+    store_status = "off"
+    if eval_set is not None and cache_eval and periodic:
+        store_status = cache_eval_features(model, eval_examples, eval_set, config, ddp, precision, progress)
+    periodic_set = eval_set if periodic else None
+    if periodic_set is not None and config.eval_subset and len(periodic_set) > config.eval_subset:
+        periodic_set = subset(periodic_set, list(range(config.eval_subset)))
 
     lr = config.lr if config.lr is not None else model.preset.lr
     parameters = [p for p in model.parameters() if p.requires_grad]
     _broadcast_parameters(parameters, ddp)
-    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=config.weight_decay)
-    steps_per_epoch = (len(train_set) + config.batch_size - 1) // config.batch_size
-    total_steps = steps_per_epoch * config.epochs
-    if config.max_steps is not None:
-        total_steps = min(total_steps, config.max_steps)
     log = JsonlLog(log_path if ddp.is_main else None)
-    step, eval_seconds, last = 0, 0.0, {}
+    eval_seconds = 0.0
 
-    def periodic_eval(epoch: int) -> None:
+    def periodic_eval(step: int, epoch: int) -> None:
         nonlocal eval_seconds
-        if periodic_set is None:
-            return
         t0 = time.perf_counter()
         metrics = evaluate_encoded(model, periodic_set, config.eval_batch_size, ddp=ddp, precision=precision)
         eval_seconds += time.perf_counter() - t0
         log.write({"type": "eval", "step": step, "epoch": epoch, "n_eval": len(periodic_set), **metrics})
 
-    model.train()
-    train_started = time.perf_counter()
-    bar = tqdm(total=total_steps, desc=f"train {model.config.method}", disable=not progress)
-    for epoch in range(config.epochs):
-        if step >= total_steps:
-            break
-        order = torch.randperm(len(train_set), generator=order_generator).tolist()
-        for chunk in batches(order, config.batch_size):
-            if step >= total_steps:
+    def run_epochs(data: EncodedSet, epochs: int, phase: str, after_epoch=None) -> tuple[int, dict, Saturation]:
+        """The loop: ``epochs`` passes over ``data`` with fresh optimiser and generators seeded by the run's
+        seed, so a refit after selection is exactly a run with that many epochs. ``after_epoch(epoch)`` runs
+        before the first epoch and after each; returning True stops the loop."""
+        generator = torch.Generator().manual_seed(config.seed)
+        order_generator = generator
+        if ddp.active:
+            # Every process must draw the same batch order; the sampling noise (negatives, z) differs per process.
+            generator = torch.Generator().manual_seed(config.seed + 7919 * (ddp.rank + 1))
+        if warm_start:
+            log.write({"type": "warm_start", "phase": phase, "n": len(data),
+                       "iterations": warm_start_head(model, data, config.eval_batch_size, config.seed, precision)})
+        optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=config.weight_decay)
+        total_steps = ((len(data) + config.batch_size - 1) // config.batch_size) * epochs
+        if config.max_steps is not None:
+            total_steps = min(total_steps, config.max_steps)
+        step, last, saturation = 0, {}, Saturation()
+        stop = after_epoch is not None and after_epoch(0)
+        model.train()
+        bar = tqdm(total=total_steps, desc=f"{phase} {model.config.method}", disable=not progress)
+        for epoch in range(epochs):
+            if step >= total_steps or stop:
                 break
-            if ddp.active:
-                optimizer.zero_grad(set_to_none=True)
-                last = _distributed_backward(model, train_set, chunk, ddp, parameters, generator, precision)
-            else:
-                terms = batch_losses(model, train_set, chunk, generator, precision)
-                optimizer.zero_grad(set_to_none=True)
-                terms.total.backward()
-            if config.grad_clip:
-                torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
-            optimizer.step()
-            step += 1
-            if not ddp.active:
-                last = terms.as_floats()
-            log.write({"type": "step", "step": step, "epoch": epoch + 1, "lr": lr, **{f"loss_{k}": v for k, v in last.items()}})
-            bar.update(1)
-            bar.set_postfix(loss=f"{last['total']:.3f}")
-            if config.eval_every and step % config.eval_every == 0:
-                periodic_eval(epoch + 1)
-        if not config.eval_every and config.eval_every_epochs and (epoch + 1) % config.eval_every_epochs == 0:
-            periodic_eval(epoch + 1)
-    bar.close()
+            order = torch.randperm(len(data), generator=order_generator).tolist()
+            for chunk in batches(order, config.batch_size):
+                if step >= total_steps:
+                    break
+                bounds: dict[str, float] = {}
+                if ddp.active:
+                    optimizer.zero_grad(set_to_none=True)
+                    last = _distributed_backward(model, data, chunk, ddp, parameters, generator, precision)
+                else:
+                    terms = batch_losses(model, data, chunk, generator, precision)
+                    optimizer.zero_grad(set_to_none=True)
+                    terms.total.backward()
+                    last, bounds = terms.as_floats(), terms.mi_bounds()
+                if config.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
+                optimizer.step()
+                step += 1
+                saturation.update(step, bounds)
+                log.write({"type": "step", "phase": phase, "step": step, "epoch": epoch + 1, "lr": lr,
+                           **{f"loss_{k}": v for k, v in last.items()}, **bounds})
+                bar.update(1)
+                bar.set_postfix(loss=f"{last['total']:.3f}")
+                if periodic_set is not None and config.eval_every and step % config.eval_every == 0:
+                    periodic_eval(step, epoch + 1)
+            saturation.end_epoch()
+            if periodic_set is not None and not config.eval_every and (epoch + 1) % config.eval_every_epochs == 0:
+                periodic_eval(step, epoch + 1)
+            if after_epoch is not None:
+                stop = after_epoch(epoch + 1)
+        bar.close()
+        return step, last, saturation
+
+    selection: dict[str, object] | None = None
+    selection_seconds = 0.0
+    epochs = config.epochs
+    if select == "holdout":
+        t0 = time.perf_counter()
+        selection = select_epochs(model, train_set, config, run_epochs, log, precision)
+        epochs = int(selection["epochs"])
+        selection_seconds = time.perf_counter() - t0
+
+    train_started = time.perf_counter()
+    step, last, saturation = run_epochs(train_set, epochs, "train")
     _broadcast_parameters(parameters, ddp)
     train_seconds = time.perf_counter() - train_started - eval_seconds
 
     final: dict[str, float] = {}
     final_seconds = 0.0
-    if eval_set is not None:
+    if eval_examples:
         t0 = time.perf_counter()
+        if eval_set is None:
+            eval_set = encode_examples(model, eval_examples)
         if cache_eval:
-            cache_features(model, eval_set, config.eval_batch_size, ddp=ddp, precision=precision)
+            store_status = cache_eval_features(model, eval_examples, eval_set, config, ddp, precision)
         final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp, precision)
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": step, "n_eval": len(eval_set), **final})
     log.close()
     model.eval()
-    return {
+    result: dict[str, object] = {
         "metrics": final,
         "steps": step,
         "last_losses": last,
+        "information": saturation.summary(),
         "n_train": len(train_set),
         "n_eval": len(eval_set) if eval_set is not None else 0,
         "truncated_train": sum(p.truncated for p in train_set.pairs),
         "lr": lr,
         "world_size": ddp.world_size,
+        "eval_feature_store": store_status,
         "timings": {
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,
+            "selection_s": selection_seconds,
             "train_s": train_seconds,
             "periodic_eval_s": eval_seconds,
             "final_eval_s": final_seconds,
             "step_s": train_seconds / step if step else 0.0,
         },
+    }
+    if selection is not None:
+        result["selection"] = selection
+    return result
+
+
+def select_epochs(model: PromptClassifier, train_set: EncodedSet, config: TrainConfig, run_epochs, log, precision: str):
+    """Pick the number of epochs on a held-out slice of the training examples, then put the adapter back to
+    its initial parameters. Best held-out primary metric wins; ties go to the lower held-out loss, then to
+    fewer epochs. The pass stops after ``config.patience`` epochs without a better score."""
+    initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    fit, held = holdout_split(train_set.labels.tolist(), config.holdout_fraction, config.seed)
+    fit_set, held_set = subset(train_set, fit), subset(train_set, held)
+    primary = model.task.primary_metric
+    candidates: list[dict[str, float]] = []
+
+    def rank(candidate: dict[str, float]) -> tuple[float, float, float]:
+        return candidate[primary], -candidate["loss"], -candidate["epoch"]
+
+    def score(epoch: int) -> bool:
+        scores = holdout_scores(model, held_set, config.eval_batch_size, precision)
+        candidates.append({"epoch": epoch, **scores})
+        log.write({"type": "holdout", "epoch": epoch, "n_holdout": len(held), **scores})
+        best_epoch = max(candidates, key=rank)["epoch"]
+        return bool(config.patience) and epoch - best_epoch >= config.patience
+
+    run_epochs(fit_set, config.epochs, "select", after_epoch=score)
+    best = max(candidates, key=rank)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in initial:
+                p.copy_(initial[name])
+    return {
+        "method": "holdout",
+        "criterion": f"held-out {primary}, then lower held-out loss, then fewer epochs",
+        "holdout_fraction": config.holdout_fraction,
+        "n_fit": len(fit),
+        "n_holdout": len(held),
+        "max_epochs": config.epochs,
+        "patience": config.patience,
+        "epochs_scored": len(candidates) - 1,
+        "epochs": int(best["epoch"]),
+        "refit_on": "all training examples",
+        "candidates": candidates,
     }

@@ -8,19 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, mean_pool, read_weights
+from infoprompt.logistic import REGULARISATION_C, fit_logistic_head, head_from_sklearn
+from infoprompt.model import ClassifierConfig, read_weights
+from infoprompt.readouts import mean_pool, span_pool
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, Template
 
-# Inverse L2 strength of the logistic regression: scikit-learn's default, left untuned (no eval-split tuning).
-REGULARISATION_C = 1.0
-MAX_ITER = 2000
+__all__ = ["LinearProbe", "fit_linear_probe", "head_from_sklearn", "span_pool"]
 
 
 class LinearProbe(BaselineModel):
@@ -84,36 +83,6 @@ class LinearProbe(BaselineModel):
         return model.eval()
 
 
-def span_pool(states: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean state over each span's tokens, spans concatenated: (B, L, D), (B, S, W) -> (B, S·D)."""
-    batch, n_spans, width = positions.shape
-    gathered = states.gather(1, positions.reshape(batch, -1, 1).expand(-1, -1, states.shape[-1]))
-    gathered = gathered.reshape(batch, n_spans, width, -1)
-    weights = mask.unsqueeze(-1).to(states.dtype)
-    # A mention cut away entirely (possible only when nothing else is left to cut) pools to zeros.
-    pooled = (gathered * weights).sum(2) / weights.sum(2).clamp(min=1.0)
-    return pooled.reshape(batch, -1)
-
-
-def head_from_sklearn(classifier: LogisticRegression, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of a linear head whose softmax equals ``predict_proba`` (binary and multinomial alike).
-
-    Classes missing from the training sample get a very low bias, so they are never predicted.
-    """
-    dim = classifier.coef_.shape[1]
-    weight = np.zeros((n_classes, dim))
-    bias = np.full(n_classes, -1e4)
-    classes = [int(c) for c in classifier.classes_]
-    if len(classes) == 2:
-        # scikit-learn keeps one row w for P(second class) = sigmoid(w·x + b): logits 0 and w·x + b.
-        bias[classes[0]] = 0.0
-        weight[classes[1]], bias[classes[1]] = classifier.coef_[0], classifier.intercept_[0]
-    else:
-        for row, c in enumerate(classes):
-            weight[c], bias[c] = classifier.coef_[row], classifier.intercept_[row]
-    return weight, bias
-
-
 def fit_linear_probe(
     model: LinearProbe,
     train_examples: Sequence[Example],
@@ -149,15 +118,11 @@ def fit_linear_probe(
 
     fit_started = time.perf_counter()
     labels = train_set.labels.numpy()
-    classifier = LogisticRegression(C=REGULARISATION_C, max_iter=MAX_ITER, random_state=config.seed)
-    if len(np.unique(labels)) < 2:
-        raise UserError("a linear probe needs training examples of at least two classes")
-    classifier.fit(features.numpy().astype(np.float64), labels)
-    model.set_head(*head_from_sklearn(classifier, len(model.config.labels)))
+    weight, bias, iterations = fit_logistic_head(features.numpy(), labels, len(model.config.labels), config.seed)
+    model.set_head(weight, bias)
     fit_seconds = time.perf_counter() - fit_started
     with torch.no_grad():
         train_loss = float(nn.functional.cross_entropy(model.head(features.to(device)), train_set.labels.to(device)))
-    iterations = int(np.max(classifier.n_iter_))
     log = JsonlLog(log_path)
     log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": REGULARISATION_C})
 

@@ -23,6 +23,8 @@ from infoprompt.errors import UserError
 # infoprompt against its ablations and the prompt baselines, when both sides are in the results.
 DEFAULT_BASELINES = ("infoprompt-ce", "infoprompt-no-head", "infoprompt-no-rep", "warp", "idpg", "peft-prompt-tuning",
                      "linear-probe")
+# The recommended preset is compared with its own β = γ = 0 twin, the paper's method and the peers.
+RECOMMENDED_BASELINES = ("infoprompt-plus-ce", "infoprompt", "warp", "peft-prompt-tuning", "linear-probe", "setfit")
 EXACT_LIMIT = 20
 MONTE_CARLO_DRAWS = 200_000
 
@@ -102,7 +104,8 @@ def paired_comparisons(
     """Per column and pooled over columns, for each comparison with at least one shared seed.
 
     Records are finished result records; methods without prompts (``n_prompts=0``) pair with every n_p.
-    ``comparisons=None`` compares ``infoprompt`` with each of :data:`DEFAULT_BASELINES` present.
+    ``comparisons=None`` compares ``infoprompt`` with each of :data:`DEFAULT_BASELINES` present, and
+    ``infoprompt-plus`` with each of :data:`RECOMMENDED_BASELINES` present.
     """
     values: dict[tuple, float] = {}
     for record in records:
@@ -116,6 +119,7 @@ def paired_comparisons(
     methods = {key[1] for key in values}
     if comparisons is None:
         comparisons = [("infoprompt", b) for b in DEFAULT_BASELINES if "infoprompt" in methods and b in methods]
+        comparisons += [("infoprompt-plus", b) for b in RECOMMENDED_BASELINES if "infoprompt-plus" in methods and b in methods]
     for method, baseline in comparisons:
         missing = [m for m in (method, baseline) if m not in methods]
         if missing:

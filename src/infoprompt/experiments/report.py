@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
+from infoprompt.experiments.diagnostics import information_markdown, selection_markdown
 from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
 from infoprompt.io_utils import atomic_write_text
@@ -21,9 +22,9 @@ from infoprompt.tasks import TASKS
 
 # Rows in the paper's order (Tables 1-4), then the peers the paper does not have.
 METHOD_ORDER = ("finetune", "adapter", "warp", "idpg", "infoprompt", "infoprompt-no-head", "infoprompt-no-rep",
-                "infoprompt-ce", "peft-prompt-tuning", "linear-probe")
+                "infoprompt-ce", "infoprompt-plus", "infoprompt-plus-ce", "peft-prompt-tuning", "linear-probe", "setfit")
 METHOD_LABELS = {"infoprompt-no-head": "infoprompt-no-head (γ=0)", "infoprompt-no-rep": "infoprompt-no-rep (β=0)",
-                 "infoprompt-ce": "infoprompt-ce (β=γ=0)"}
+                 "infoprompt-ce": "infoprompt-ce (β=γ=0)", "infoprompt-plus-ce": "infoprompt-plus-ce (β=γ=0)"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def _order(names: set[str], preferred: Sequence[str]) -> list[str]:
 
 
 # Settings that change when or how often a run is measured, not its result.
-MEASUREMENT_ONLY = {"eval_every", "eval_every_epochs", "eval_subset", "eval_batch_size", "progress"}
+MEASUREMENT_ONLY = {"eval_every", "eval_every_epochs", "eval_subset", "eval_batch_size", "progress", "feature_store",
+                    "feature_store_dir"}
 
 
 def _settings_of(record: dict[str, Any]) -> dict[str, str]:
@@ -317,6 +319,7 @@ def build_report(
     pairs = paired_comparisons(records, comparisons, metric)
     if pairs:
         parts.append(paired_markdown(pairs, digits))
+    parts += [section for section in (information_markdown(records), selection_markdown(records)) if section]
     failures = failures_section(records)
     if failures:
         parts.append(failures)
