@@ -9,7 +9,7 @@ from typing import Any
 
 from infoprompt.experiments.store import STATUS_OK
 
-TERMS = (("mi_rep", "I(P; Z | X)"), ("mi_head", "I(P; θ | X)"))
+TERMS = (("mi_rep", r"I(P; Z \| X)"), ("mi_head", r"I(P; θ \| X)"))  # pipes escaped for Markdown tables
 
 
 def _finished(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
