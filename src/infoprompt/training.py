@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -551,7 +551,9 @@ def train(
         eval_seconds += time.perf_counter() - t0
         log.write({"type": "eval", "step": step, "epoch": epoch, "n_eval": len(periodic_set), **metrics})
 
-    def run_epochs(data: EncodedSet, epochs: int, phase: str, after_epoch=None) -> tuple[int, dict, Saturation]:
+    def run_epochs(
+        data: EncodedSet, epochs: int, phase: str, after_epoch: Callable[[int], bool] | None = None,
+    ) -> tuple[int, dict, Saturation]:
         """The loop: ``epochs`` passes over ``data`` with fresh optimiser and generators seeded by the run's
         seed, so a refit after selection is exactly a run with that many epochs. ``after_epoch(epoch)`` runs
         before the first epoch and after each; returning True stops the loop."""
@@ -659,7 +661,10 @@ def train(
     return result
 
 
-def select_epochs(model: PromptClassifier, train_set: EncodedSet, config: TrainConfig, run_epochs, log, precision: str):
+def select_epochs(
+    model: PromptClassifier, train_set: EncodedSet, config: TrainConfig,
+    run_epochs: Callable[..., tuple[int, dict, Saturation]], log: JsonlLog, precision: str,
+) -> dict[str, object]:
     """Pick the number of epochs on a held-out slice of the training examples, then put the adapter back to
     its initial parameters. Best held-out primary metric wins; ties go to the lower held-out loss, then to
     fewer epochs. The pass stops after ``config.patience`` epochs without a better score."""
