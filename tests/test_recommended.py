@@ -236,3 +236,18 @@ def test_log_and_result_show_information_term_saturation(bert_backbone, toy_exam
         assert all(r["mi_rep"] <= r["mi_rep_cap"] + 1e-6 for r in steps)
         assert set(result["information"]) == {"mi_rep", "mi_head"}
         assert result["information"]["mi_rep"]["cap"] == pytest.approx(cap)
+
+
+def test_span_readout_trains_and_evaluates_on_a_relation_task(bert_backbone, tmp_path):
+    # Concatenated mentions make Z' several hidden sizes wide: the no-prompt cache and the store must follow.
+    from infoprompt.tasks.relation import SEMEVAL_LABELS
+    from infoprompt.tasks.spans import relation_fields
+
+    text = "the man works for the company"
+    examples = [Example(fields=relation_fields(text, (4, 7), (22, 29)), label=label, source=f"toy:{i + 1}")
+                for i, label in enumerate(SEMEVAL_LABELS)]
+    model = build_classifier(RunSpec(task="semeval", method="infoprompt-plus", classifier={"max_length": 48}), bert_backbone)
+    config = TrainConfig(epochs=1, batch_size=8, progress=False, select="none", feature_store_dir=str(tmp_path))
+    result = train(model, examples, examples, config)
+    assert result["steps"] == 3 and set(result["metrics"]) == {"semeval_macro_f1", "accuracy"}
+    assert result["eval_feature_store"] == "miss"

@@ -219,9 +219,10 @@ def cache_features(
     ddp = ddp or Distributed()
     device = model_device(model)
     hidden = model.backbone.hidden_size
-    allocate = torch.zeros if ddp.active else torch.empty  # summed across processes: untouched rows must be 0
-    pooled = allocate(len(encoded), hidden, device=device)
-    z_plain = allocate(len(encoded), hidden, device=device)
+    # Z' is as wide as the readout (several hidden sizes for concatenated entity spans). Zeros: under DDP the
+    # rows are summed across processes, so rows another process fills must be 0 here.
+    pooled = torch.zeros(len(encoded), hidden, device=device)
+    z_plain = torch.zeros(len(encoded), model.head.in_features, device=device)
     was_training = model.training
     model.eval()
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
@@ -242,8 +243,6 @@ def cache_eval_features(
     from infoprompt.backbones import default_cache_dir
     from infoprompt.feature_store import feature_key, load_features, save_features, store_path
 
-    if encoded.pooled is not None:
-        return "hit"
     if not config.feature_store or ddp.active:
         cache_features(model, encoded, config.eval_batch_size, progress, ddp, precision)
         return "off"
@@ -628,7 +627,7 @@ def train(
         t0 = time.perf_counter()
         if eval_set is None:
             eval_set = encode_examples(model, eval_examples)
-        if cache_eval:
+        if cache_eval and eval_set.pooled is None:
             store_status = cache_eval_features(model, eval_examples, eval_set, config, ddp, precision)
         final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, ddp, precision)
         final_seconds = time.perf_counter() - t0
