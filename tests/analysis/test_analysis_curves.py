@@ -17,7 +17,7 @@ from infoprompt.analysis.curves import (
     steps_to_fraction,
     trailing_mean,
 )
-from infoprompt.analysis.reports import CurvesConfig, run_curves
+from infoprompt.analysis.curves_report import CurvesConfig, run_curves
 from infoprompt.errors import UserError
 
 
