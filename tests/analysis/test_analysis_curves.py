@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from infoprompt.analysis.curves import (
+    SATURATION,
     discover_runs,
     group_runs,
     loss_curve,
@@ -17,8 +19,11 @@ from infoprompt.analysis.curves import (
     steps_to_fraction,
     trailing_mean,
 )
-from infoprompt.analysis.reports import CurvesConfig, run_curves
+from infoprompt.analysis.curves_report import CurvesConfig, run_curves
 from infoprompt.errors import UserError
+from infoprompt.pipeline import RunSpec, build_classifier
+from infoprompt.training import SATURATION as TRAINING_SATURATION
+from infoprompt.training import TrainConfig, train
 
 
 def write_run(
@@ -138,3 +143,106 @@ def test_report_writes_figure_and_numbers_and_refuses_mixed_tasks(tmp_path):
     write_run(tmp_path / "runs" / "c1", "warp", 1, task="mrpc")
     with pytest.raises(UserError, match="mix tasks"):
         run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out")))
+
+
+def write_mi_run(directory, method: str, seed: int, saturate_at: int, steps: int = 30) -> None:
+    """A run whose ``rep`` bound climbs linearly to its cap, passing 95% of it at ``saturate_at``; its ``head``
+    bound stays at half its cap. A selection pass (already saturated) comes first and must not count."""
+    directory.mkdir(parents=True)
+    cap = math.log(33)
+    lines = [
+        {"type": "step", "phase": "select", "step": s, "loss_pred": 0.5, "mi_rep": cap, "mi_rep_cap": cap}
+        for s in range(1, 6)
+    ]
+    for step in range(1, steps + 1):
+        share = min(1.0, 0.96 * step / saturate_at)
+        lines.append(
+            {
+                "type": "step",
+                "phase": "train",
+                "step": step,
+                "loss_pred": 1.0 / step,
+                "loss_rep": cap - share * cap,
+                "mi_rep": share * cap,
+                "mi_rep_cap": cap,
+                "mi_head": 0.5 * math.log(2),
+                "mi_head_cap": math.log(2),
+            }
+        )
+    lines.append({"type": "final_eval", "step": steps, "n_eval": 32, "accuracy": 0.8})
+    (directory / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    record = {
+        "method": method,
+        "task": "sst2",
+        "seed": seed,
+        "backbone": "minilm",
+        "primary_metric": "accuracy",
+    }
+    (directory / "metrics.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_information_shares_come_from_the_train_phase_and_give_saturation_steps(tmp_path):
+    write_mi_run(tmp_path / "runs" / "p1", "infoprompt-plus", 1, saturate_at=12)
+    write_mi_run(tmp_path / "runs" / "p2", "infoprompt-plus", 2, saturate_at=16)
+    write_run(tmp_path / "runs" / "w1", "warp", 1, steps=30)  # an older log: no bounds
+    write_mi_run(tmp_path / "runs" / "p3", "infoprompt-plus", 3, saturate_at=12, steps=0)  # selected 0 epochs
+    run = read_run(tmp_path / "runs" / "p1")
+    np.testing.assert_array_equal(run.steps, np.arange(1, 31))  # the selection pass is skipped
+    assert list(run.mi_bounds) == ["rep", "head"]
+    assert read_run(tmp_path / "runs" / "w1").mi_bounds == {}
+
+    record = run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out"), window=5))
+    rep = record["groups"]["infoprompt-plus"]["information"]["rep"]
+    assert rep["saturated_at_step"] == [12, 16] and rep["saturated_runs"] == 2
+    assert rep["saturated_at_step_mean"] == pytest.approx(14.0)
+    assert rep["final_share"] == pytest.approx([1.0, 1.0]) and rep["cap_max"] == pytest.approx(math.log(33))
+    head = record["groups"]["infoprompt-plus"]["information"]["head"]
+    assert head["saturated_at_step"] == [None, None] and head["saturated_at_step_mean"] is None
+    assert head["final_share_mean"] == pytest.approx(0.5)
+    assert record["groups"]["warp"]["information"] == {}
+    assert record["runs_without_train_steps"] == [str(tmp_path / "runs" / "p3")]
+    # The selection pass no longer shifts the loss numbers: they are those of the train pass alone.
+    assert record["groups"]["infoprompt-plus"]["steps"] == [30, 30]
+
+    with (tmp_path / "out" / "curves-sst2-minilm.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    shares = [r for r in rows if r["series"] == "mi_share_rep"]
+    assert {r["group"] for r in shares} == {"infoprompt-plus"} and len(shares) == 30
+    assert float(shares[-1]["mean"]) == pytest.approx(1.0)
+    assert not [r for r in rows if r["group"] == "warp" and r["series"].startswith("mi_share")]
+    assert (tmp_path / "out" / "curves-sst2-minilm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_log_without_bounds_gives_no_information_curve(tmp_path):
+    write_run(tmp_path / "runs" / "w1", "warp", 1)
+    record = run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out")))
+    assert record["groups"]["warp"]["information"] == {}
+    text = (tmp_path / "out" / "curves-sst2-minilm.csv").read_text(encoding="utf-8")
+    assert "mi_share" not in text and (tmp_path / "out" / "curves-sst2-minilm.png").is_file()
+
+
+def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone, toy_examples, tmp_path):
+    model = build_classifier(
+        RunSpec(task="sst2", method="infoprompt-plus", seed=5, classifier={"max_length": 48}), bert_backbone
+    )
+    directory = tmp_path / "infoprompt-plus"
+    directory.mkdir()
+    config = TrainConfig(epochs=3, batch_size=4, seed=5, progress=False, select="holdout")
+    result = train(model, toy_examples, toy_examples[:4], config, directory / "train_log.jsonl")
+    assert result["steps"] > 0  # precondition: selection kept at least one epoch
+    kinds = {
+        json.loads(line).get("phase") for line in (directory / "train_log.jsonl").read_text().splitlines()
+    }
+    assert {"select", "train"} <= kinds
+    steps_per_epoch = 4  # 16 examples, batch 4: a window of one epoch makes the final share the last epoch's
+    record = run_curves(
+        CurvesConfig(runs=(str(directory),), out=str(tmp_path / "out"), window=steps_per_epoch)
+    )
+    summary = record["groups"]["infoprompt-plus"]
+    assert summary["steps"] == [result["steps"]]
+    assert set(summary["information"]) == {"rep", "head"}
+    for term, info in summary["information"].items():
+        expected = result["information"][f"mi_{term}"]
+        assert info["saturated_at_step"] == [expected["saturated_at_step"]]
+        assert info["final_share"] == pytest.approx([expected["last_epoch_share_of_cap"]])
+    assert SATURATION == TRAINING_SATURATION

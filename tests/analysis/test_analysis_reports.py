@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from infoprompt.analysis.cmi import EstimatorConfig
+from infoprompt.analysis.cmi_report import CMIConfig, run_cmi
+from infoprompt.analysis.landscape_report import LandscapeConfig, run_landscape
 from infoprompt.analysis.outputs import load_npz, write_npz
-from infoprompt.analysis.reports import CMIConfig, LandscapeConfig, redraw, run_cmi, run_landscape
+from infoprompt.analysis.redraw import redraw
 from infoprompt.analysis.sources import SourceSpec
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier

@@ -147,7 +147,7 @@ def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
 
 def cmd_cmi(args: argparse.Namespace) -> int:
     from infoprompt.analysis.cmi import EstimatorConfig
-    from infoprompt.analysis.reports import CMIConfig, run_cmi
+    from infoprompt.analysis.cmi_report import CMIConfig, run_cmi
     from infoprompt.analysis.sources import parse_adapter_arg
 
     texts = () if args.no_text else (tuple(args.text) if args.text else None)
@@ -197,7 +197,7 @@ def cmd_cmi(args: argparse.Namespace) -> int:
 
 
 def cmd_landscape(args: argparse.Namespace) -> int:
-    from infoprompt.analysis.reports import LandscapeConfig, run_landscape
+    from infoprompt.analysis.landscape_report import LandscapeConfig, run_landscape
 
     config = LandscapeConfig(
         task=args.task,
@@ -232,14 +232,15 @@ def cmd_landscape(args: argparse.Namespace) -> int:
 
 
 def cmd_redraw(args: argparse.Namespace) -> int:
-    from infoprompt.analysis.reports import redraw
+    from infoprompt.analysis.redraw import redraw
 
     print(redraw(args.record))
     return 0
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from infoprompt.analysis.reports import CurvesConfig, run_curves
+    from infoprompt.analysis.curves import SATURATION
+    from infoprompt.analysis.curves_report import CurvesConfig, run_curves
 
     record = run_curves(
         CurvesConfig(
@@ -259,4 +260,13 @@ def cmd_curves(args: argparse.Namespace) -> int:
             f"{'—' if mean is None else f'{mean:.1f}'} (per run {summary['steps_to_95']}), final "
             f"{record['metric']} {'—' if metric is None or math.isnan(metric) else f'{metric:.4f}'}"
         )
+        for term, info in summary["information"].items():
+            step = info["saturated_at_step_mean"]
+            print(
+                f"  {term} bound: ≥{SATURATION:.0%} of its cap at step {'—' if step is None else f'{step:.1f}'} "
+                f"({info['saturated_runs']}/{info['n_runs']} runs, per run {info['saturated_at_step']}), "
+                f"final share of cap {info['final_share_mean']:.3f}"
+            )
+    for path in record["runs_without_train_steps"]:
+        print(f"left out {path}: its held-out selection chose 0 training epochs")
     return 0

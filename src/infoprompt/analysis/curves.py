@@ -9,6 +9,14 @@ Steps to 95%: with ``L̃(s)`` the trailing mean of the raw training loss over th
 (fewer at the start), ``L_0`` the mean of the first ``window`` raw losses and ``L_f`` the mean of the last
 ``window``, it is the first step ``s`` with ``L̃(s) ≤ L_f + 0.05 (L_0 − L_f)``; it is undefined (``None``)
 when the loss did not go down (``L_0 ≤ L_f``).
+
+Information terms: a step record of a method with InfoNCE terms carries each term's bound ``mi_<term>`` =
+log(K+1) − nce and its cap ``mi_<term>_cap`` = log(K+1). Their ratio is the term's share of its cap; a term
+is saturated from the first step whose raw share reaches :data:`SATURATION`, the definition of the run's own
+``information`` summary (:class:`infoprompt.training.Saturation`). Older logs carry no bounds, and no share
+is made up for them. Only the final training pass counts: step records of another ``phase`` (the held-out
+selection pass, whose adapter is thrown away) are skipped, so a run whose selection chose 0 epochs has no
+steps at all.
 """
 
 from __future__ import annotations
@@ -27,6 +35,10 @@ from infoprompt.io_utils import read_json_object
 
 LOG_NAME = "train_log.jsonl"
 LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
+TRAIN_PHASE = "train"
+# Same value as infoprompt.training.SATURATION (a test keeps them equal); importing it would load torch just to
+# read logs.
+SATURATION = 0.95
 _RECORD_KEYS = {"type", "step", "epoch", "n_eval", "lr"}
 
 
@@ -50,6 +62,13 @@ class RunLog:
     primary_metric: str | None = None
     eval_n: int | None = None  # examples of the periodic evaluations
     final_n: int | None = None  # examples of the final evaluation
+    # Per information term, its bound and cap at every step; only terms that every step record carries.
+    mi_bounds: dict[str, np.ndarray] = field(default_factory=dict)
+    mi_caps: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def mi_share(self, term: str) -> np.ndarray:
+        """The term's bound as a share of its cap at every step (the cap can change with the batch size)."""
+        return self.mi_bounds[term] / self.mi_caps[term]
 
     @property
     def metric(self) -> str | None:
@@ -72,11 +91,14 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
             meta.update(read_json_object(directory / name))
     steps: list[int] = []
     losses: dict[str, list[float]] = {key: [] for key in LOSS_KEYS}
+    mi_bounds: dict[str, list[float]] = {}
+    mi_caps: dict[str, list[float]] = {}
     eval_rows: list[tuple[int, dict[str, float]]] = []
     final: dict[str, float] = {}
     final_step = None
     eval_n: int | None = None
     final_n: int | None = None
+    other_phases = 0
     with log_path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -89,13 +111,19 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
                 raise UserError(f"{log_path}:{number}: expected an object with a 'type' field")
             kind = record["type"]
             if kind == "step":
+                if record.get("phase", TRAIN_PHASE) != TRAIN_PHASE:
+                    other_phases += 1
+                    continue
                 try:
                     steps.append(int(record["step"]))
                     for key in LOSS_KEYS:
                         losses[key].append(float(record.get(f"loss_{key}", math.nan)))
+                    for term, bound, cap in _mi_fields(record):
+                        mi_bounds.setdefault(term, []).append(bound)
+                        mi_caps.setdefault(term, []).append(cap)
                 except (KeyError, TypeError, ValueError):
                     raise UserError(
-                        f"{log_path}:{number}: a step record needs 'step' and numeric loss_* fields"
+                        f"{log_path}:{number}: a step record needs 'step' and numeric loss_* / mi_* fields"
                     ) from None
             elif kind in ("eval", "final_eval"):
                 values = {
@@ -110,11 +138,12 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
                 else:
                     final, final_step = values, int(record.get("step", 0))
                     final_n = int(n_eval) if isinstance(n_eval, int) else None
-    if not steps:
+    if not steps and not other_phases:
         raise UserError(f"{log_path}: no step records")
     metric_names = sorted({name for _, values in eval_rows for name in values})
     evals = {name: np.array([values.get(name, math.nan) for _, values in eval_rows]) for name in metric_names}
     seed = meta.get("seed", meta.get("init_seed"))
+    complete = [term for term, values in mi_bounds.items() if len(values) == len(steps)]
     return RunLog(
         path=directory,
         method=str(meta.get("method") or directory.name),
@@ -132,7 +161,18 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
         primary_metric=_opt_str(meta.get("primary_metric")),
         eval_n=eval_n,
         final_n=final_n,
+        mi_bounds={term: np.asarray(mi_bounds[term]) for term in complete},
+        mi_caps={term: np.asarray(mi_caps[term]) for term in complete},
     )
+
+
+def _mi_fields(record: dict[str, object]) -> list[tuple[str, float, float]]:
+    """``(term, bound, cap)`` of every ``mi_<term>`` that comes with its ``mi_<term>_cap``."""
+    return [
+        (key[3:], float(value), float(record[f"{key}_cap"]))
+        for key, value in record.items()
+        if key.startswith("mi_") and not key.endswith("_cap") and f"{key}_cap" in record
+    ]
 
 
 def _opt_str(value: object) -> str | None:
@@ -222,6 +262,28 @@ def steps_to_fraction(
     return int(np.asarray(steps)[hits[0]]) if hits.size else None
 
 
+def saturation_step(
+    steps: np.ndarray, bounds: np.ndarray, caps: np.ndarray, level: float = SATURATION
+) -> int | None:
+    """First step whose raw bound reaches ``level`` of its cap (``None``: never)."""
+    # bound >= level * cap, not bound / cap >= level: the same float comparison as the run's own summary.
+    hits = np.nonzero(np.asarray(bounds, dtype=np.float64) >= level * np.asarray(caps, dtype=np.float64))[0]
+    return int(np.asarray(steps)[hits[0]]) if hits.size else None
+
+
+def _last_mean(values: np.ndarray, window: int) -> float:
+    return float(values[-max(1, min(window, values.size)) :].mean())
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _std(values: Sequence[float]) -> float | None:
+    """Sample standard deviation; 0 for one value, ``None`` for none."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else (0.0 if values else None)
+
+
 @dataclass
 class Curve:
     """A group's curve: common x values, mean and standard deviation over its runs, and how many runs."""
@@ -263,7 +325,7 @@ def group_summary(group: Sequence[RunLog], loss: str, window: int, metric: str |
     reached = [s for s in per_run if s is not None]
     finals = [r.final.get(metric) for r in group if metric and metric in r.final]
     first_w = [float(r.losses[loss][: max(1, min(window, r.losses[loss].size))].mean()) for r in group]
-    last_w = [float(r.losses[loss][-max(1, min(window, r.losses[loss].size)) :].mean()) for r in group]
+    last_w = [_last_mean(r.losses[loss], window) for r in group]
     raw = mean_curve([r.steps for r in group], [r.losses[loss] for r in group])
     return {
         "runs": [str(r.path) for r in group],
@@ -271,8 +333,8 @@ def group_summary(group: Sequence[RunLog], loss: str, window: int, metric: str |
         "n_runs": len(group),
         "steps": [int(r.steps[-1]) for r in group],
         "steps_to_95": per_run,
-        "steps_to_95_mean": float(np.mean(reached)) if reached else None,
-        "steps_to_95_std": float(np.std(reached, ddof=1)) if len(reached) > 1 else (0.0 if reached else None),
+        "steps_to_95_mean": _mean(reached),
+        "steps_to_95_std": _std(reached),
         "steps_to_95_of_mean_curve": steps_to_fraction(raw.x, raw.mean, window),
         "initial_loss_mean": float(np.mean(first_w)),
         "final_loss_mean": float(np.mean(last_w)),
@@ -283,4 +345,44 @@ def group_summary(group: Sequence[RunLog], loss: str, window: int, metric: str |
         "final_metric_std": float(np.std(finals, ddof=1)) if len(finals) > 1 else None,
         "eval_n": sorted({r.eval_n for r in group if r.eval_n is not None}),
         "final_eval_n": sorted({r.final_n for r in group if r.final_n is not None}),
+        "information": information_summary(group, window),
     }
+
+
+def mi_terms(group: Sequence[RunLog]) -> list[str]:
+    """Information terms that at least one run of the group logged, in log order."""
+    return list(dict.fromkeys(term for r in group for term in r.mi_bounds))
+
+
+def mi_share_curve(group: Sequence[RunLog], term: str, window: int) -> Curve:
+    """Trailing mean of the term's share of its cap, averaged over the runs that logged the term."""
+    carrying = [r for r in group if term in r.mi_bounds]
+    return mean_curve(
+        [r.steps for r in carrying], [trailing_mean(r.mi_share(term), window) for r in carrying]
+    )
+
+
+def information_summary(group: Sequence[RunLog], window: int) -> dict[str, dict[str, object]]:
+    """Per information term: each run's saturation step and final share of the cap, and their means."""
+    summary: dict[str, dict[str, object]] = {}
+    for term in mi_terms(group):
+        carrying = [r for r in group if term in r.mi_bounds]
+        per_run = [saturation_step(r.steps, r.mi_bounds[term], r.mi_caps[term]) for r in carrying]
+        reached = [s for s in per_run if s is not None]
+        finals = [_last_mean(r.mi_share(term), window) for r in carrying]
+        caps = np.concatenate([r.mi_caps[term] for r in carrying])
+        summary[term] = {
+            "runs": [str(r.path) for r in carrying],
+            "seeds": [r.seed for r in carrying],
+            "n_runs": len(carrying),
+            "cap_min": float(caps.min()),
+            "cap_max": float(caps.max()),
+            "saturated_at_step": per_run,
+            "saturated_runs": len(reached),
+            "saturated_at_step_mean": _mean(reached),
+            "saturated_at_step_std": _std(reached),
+            "final_share": finals,
+            "final_share_mean": _mean(finals),
+            "final_share_std": _std(finals),
+        }
+    return summary

@@ -194,11 +194,21 @@ def plot_curves(
     title: str,
     provenance: str,
     path: str | os.PathLike[str],
+    information: Mapping[str, Mapping[str, tuple[object, str]]] | None = None,
+    saturation: float | None = None,
 ) -> None:
-    """Training loss (left) and eval metric (right) against steps: mean line with a ±1 std band over seeds."""
+    """Training loss (left) and eval metric (right) against steps: mean line with a ±1 std band over seeds.
+
+    ``information`` (group → term → (curve, legend text)) adds a last panel: each information term's bound as
+    a share of its cap, in the group's colour and one line style per term, with a dotted line at the
+    ``saturation`` share.
+    """
     has_metric = metric is not None and any(curve is not None for curve in metric_curves.values())
-    figure = new_figure(11 if has_metric else 6, 4.4)
-    panels = figure.subplots(1, 2 if has_metric else 1, squeeze=False)[0]
+    has_information = bool(information) and any(information.values())
+    n_panels = 1 + has_metric + has_information
+    figure = new_figure({1: 6, 2: 11, 3: 16}[n_panels], 4.4)
+    panels = figure.subplots(1, n_panels, squeeze=False)[0]
+    colours = dict(zip(loss_curves, PALETTE * 4, strict=False))
     for (label, curve), colour in zip(loss_curves.items(), PALETTE * 4, strict=False):
         _band(panels[0], curve, colour, f"{label} (n={curve.n})")
     panels[0].set_xlabel("training step")
@@ -224,9 +234,49 @@ def plot_curves(
         panels[1].set_ylabel(metric)
         panels[1].set_title(f"eval {metric} (lines: periodic subset; squares: final eval)", fontsize=10)
         panels[1].legend(fontsize=8)
+    if has_information:
+        _plot_information(panels[-1], information, colours, saturation)
     figure.suptitle(title, fontsize=11)
     footer(figure, provenance)
     save_png(figure, path)
+
+
+def _plot_information(
+    axes,
+    information: Mapping[str, Mapping[str, tuple[object, str]]],
+    colours: Mapping[str, str],
+    saturation: float | None,
+) -> None:
+    styles = ("-", "--", "-.")  # dotted is the saturation line
+    terms = list(dict.fromkeys(term for per_term in information.values() for term in per_term))
+    lowest = 0.0
+    for label, per_term in information.items():
+        for term, (curve, legend) in per_term.items():
+            axes.plot(
+                curve.x,
+                curve.mean,
+                color=colours.get(label, "black"),
+                label=legend,
+                linestyle=styles[terms.index(term) % len(styles)],
+            )
+            lowest = min(lowest, float(np.nanmin(curve.mean)))
+    if saturation is not None:
+        axes.axhline(saturation, color="grey", linestyle=":", linewidth=1.2)
+        axes.text(
+            0.01,
+            saturation,
+            f" saturated: {saturation:.0%} of cap",
+            transform=axes.get_yaxis_transform(),
+            va="bottom",
+            fontsize=7,
+            color="grey",
+        )
+    # A bound can start below 0; past one cap under 0 the axis is cut so the approach to the cap stays readable.
+    axes.set_ylim(max(lowest, -1.0) - 0.05, 1.05)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("InfoNCE bound / cap log(K+1)")
+    axes.set_title("information terms: bound as a share of its cap", fontsize=10)
+    axes.legend(fontsize=7)
 
 
 def _band(axes, curve, colour: str, label: str, marker: str | None = None) -> None:

@@ -1,0 +1,283 @@
+"""Figure 1: estimate the per-example CMI of prompt sources, store the numbers and draw the violins."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from infoprompt.analysis.cmi import EstimatorConfig, Inputs, estimate, summarise
+from infoprompt.analysis.outputs import atomic_write_json, output_path, write_csv
+from infoprompt.analysis.plotting import plot_cmi
+from infoprompt.analysis.sources import DEFAULT_TEXTS, SourceSpec, StateCollector
+from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.errors import UserError
+from infoprompt.experiments.grid import shots_label
+from infoprompt.model import CONFIG_NAME
+from infoprompt.pipeline import RunSpec, read_split, run_training
+from infoprompt.tasks import get_task
+from infoprompt.training import TrainConfig
+
+ESTIMATORS = ("presence", "swap")
+ESTIMATOR_TITLES = {
+    "presence": "negatives: no-prompt state of the same input (paper §3.2)",
+    "swap": "negatives: same input under other inputs' prompts",
+}
+CMI_CSV_HEADER = ("estimator", "source", "example", "cmi_lower_bound")
+
+
+@dataclass
+class CMIConfig:
+    """``infoprompt analyze cmi``.
+
+    Attributes:
+        task / backbone / data_dir / source: what to analyse (as for ``infoprompt train``).
+        out / name: the PNG, JSON and CSV are ``<out>/<name>.{png,json,csv}`` (default name
+            ``cmi-<task>-<backbone>``).
+        split: split the examples come from (default: the task's eval split, which no adapter trained on).
+        n_examples: examples drawn with ``seed``; the first ``fit_fraction`` fit the critics, the rest are
+            scored.
+        fit_fraction: share of the examples that fit the critics.
+        texts: handcrafted prompts (``None``: the paper's for the task, see ``DEFAULT_TEXTS``).
+        random: include the random-embedding source.
+        n_random_prompts: prompt vectors of the random source (``None``: the first adapter's n_p, else 4).
+        adapters: trained adapters to compare (``SourceSpec(kind="adapter", ...)``).
+        train_methods: methods to train first (with ``shots``, ``epochs``, ``n_prompts``, ``seed``) into
+            ``runs_dir``; an existing run there is reused.
+        shots / epochs / n_prompts: budget of those training runs.
+        runs_dir: where trained adapters go (default ``runs/analysis-<task>-<backbone>``).
+        estimators: ``presence`` (paper negatives) and/or ``swap`` (other prompts on the same input).
+        swap_negatives: K of the ``swap`` estimator (one prompted pass per negative per example).
+        estimator: critic budget of the ``presence`` estimator (``swap`` uses it with K = ``swap_negatives``).
+        seed: seeds the example draw, the random prompts, the swap partners and the training runs.
+        batch_size: batch size of the encoder passes.
+        progress: progress bars.
+    """
+
+    task: str
+    out: str
+    backbone: str = "minilm"
+    data_dir: str | None = None
+    source: str = "files"
+    name: str | None = None
+    split: str | None = None
+    n_examples: int = 512
+    fit_fraction: float = 0.5
+    texts: tuple[str, ...] | None = None
+    random: bool = True
+    n_random_prompts: int | None = None
+    adapters: tuple[SourceSpec, ...] = ()
+    train_methods: tuple[str, ...] = ()
+    shots: int | None = 64
+    epochs: int = 30
+    n_prompts: int = 4
+    runs_dir: str | None = None
+    estimators: tuple[str, ...] = ("presence",)
+    swap_negatives: int = 7
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    seed: int = 1
+    batch_size: int = 32
+    cache_dir: str | None = None
+    progress: bool = True
+
+
+def _partners(size: int, k: int, offset: int, generator: torch.Generator) -> torch.Tensor:
+    """K distinct partners j ≠ i per example, drawn within the same split (indices shifted by ``offset``)."""
+    if size <= k:
+        raise UserError(f"the swap estimator needs more than K={k} examples per split, got {size}")
+    rows = []
+    for i in range(size):
+        order = torch.randperm(size - 1, generator=generator)[:k]
+        rows.append(order + (order >= i).long())  # skip i itself
+    return torch.stack(rows) + offset
+
+
+def train_adapters(config: CMIConfig, backbone: Backbone) -> list[SourceSpec]:
+    runs_dir = Path(config.runs_dir or f"runs/analysis-{config.task}-{Path(config.backbone).name}")
+    specs = []
+    for method in config.train_methods:
+        out = runs_dir / f"{method}-shots{shots_label(config.shots)}-np{config.n_prompts}-s{config.seed}"
+        if not (out / "metrics.json").is_file():
+            spec = RunSpec(
+                task=config.task,
+                method=method,
+                shots=config.shots,
+                n_prompts=config.n_prompts,
+                seed=config.seed,
+                backbone=config.backbone,
+                data_dir=config.data_dir,
+                source=config.source,
+                classifier={"max_length": min(128, backbone.max_positions)},
+                training=TrainConfig(epochs=config.epochs, seed=config.seed, progress=config.progress),
+                cache_dir=config.cache_dir,
+            )
+            run_training(spec, out, overwrite=True, backbone=backbone)
+        specs.append(SourceSpec(kind="adapter", label=method, adapter=out))
+    return specs
+
+
+def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, object]:
+    """Estimate the per-example CMI of every source, write ``<name>.png/.json/.csv``, return the record."""
+    unknown = sorted(set(config.estimators) - set(ESTIMATORS))
+    if unknown or not config.estimators:
+        raise UserError(f"unknown estimator(s) {unknown}; choose from {', '.join(ESTIMATORS)}")
+    if not 0.0 < config.fit_fraction < 1.0:
+        raise UserError(f"fit_fraction must be between 0 and 1, got {config.fit_fraction}")
+    task = get_task(config.task)
+    backbone = backbone or load_backbone(config.backbone, cache_dir=config.cache_dir)
+    split = config.split or task.eval_split
+    pool = read_split(task, split, config.data_dir, config.source)
+    generator = torch.Generator().manual_seed(config.seed)
+    order = torch.randperm(len(pool), generator=generator)[: config.n_examples].tolist()
+    examples = [pool[i] for i in order]
+    n_fit = int(round(len(examples) * config.fit_fraction))
+    n_score = len(examples) - n_fit
+    if n_fit < 2 or n_score < 1:
+        raise UserError(
+            f"{len(examples)} examples leave {n_fit} to fit and {n_score} to score; raise n_examples"
+        )
+
+    adapters = list(config.adapters) + train_adapters(config, backbone)
+    sources: list[SourceSpec] = []
+    if config.random:
+        n_random = config.n_random_prompts
+        if n_random is None:
+            n_random = _adapter_prompts(adapters) or 4
+        sources.append(SourceSpec(kind="random", label=f"random (n_p={n_random})", n_prompts=n_random))
+    texts = config.texts if config.texts is not None else DEFAULT_TEXTS.get(task.name, ())
+    sources += [SourceSpec(kind="text", label=f'"{text}"', text=text) for text in texts]
+    sources += adapters
+    if not sources:
+        raise UserError(
+            "no prompt source to analyse: give --adapter, --train, --text or keep the random source"
+        )
+
+    partners = None
+    if "swap" in config.estimators:
+        partners = torch.cat(
+            [
+                _partners(n_fit, config.swap_negatives, 0, generator),
+                _partners(n_score, config.swap_negatives, n_fit, generator),
+            ]
+        )
+    collector = StateCollector(backbone, task, examples, config.batch_size, config.seed, config.progress)
+    values: dict[str, dict[str, np.ndarray]] = {name: {} for name in config.estimators}
+    summaries: dict[str, dict[str, dict[str, float]]] = {name: {} for name in config.estimators}
+    fit_end: dict[str, dict[str, float]] = {name: {} for name in config.estimators}
+    described = []
+    for spec in sources:
+        states = collector.collect(spec, partners)
+        label = states.spec.label
+        if any(label == d["label"] for d in described):
+            raise UserError(
+                f"two prompt sources are both labelled {label!r}; give adapters distinct LABEL=DIR names"
+            )
+        described.append(
+            {
+                "label": label,
+                "kind": spec.kind,
+                "n_prompts": states.n_prompts,
+                "template": states.template,
+                "static": states.static,
+                **states.details,
+            }
+        )
+        for name in config.estimators:
+            negatives = states.z_plain if name == "presence" else states.z_swapped
+            estimator = config.estimator
+            if name == "swap":
+                estimator = dataclasses.replace(estimator, n_negatives=config.swap_negatives)
+            estimator = dataclasses.replace(estimator, progress=config.progress)
+            whole = Inputs(states.prompt_mean, states.z, negatives)
+            fit_index, score_index = torch.arange(n_fit), torch.arange(n_fit, len(examples))
+            result = estimate(
+                whole.subset(fit_index), whole.subset(score_index), estimator, desc=f"critic {label}"
+            )
+            values[name][label] = result.values
+            summaries[name][label] = summarise(result.values, seed=config.seed).as_dict()
+            tail = max(1, len(result.fit_curve) // 10)
+            fit_end[name][label] = float(result.fit_curve[-tail:].mean())
+
+    name = config.name or f"cmi-{task.name}-{Path(config.backbone).name}"
+    k_of = {"presence": config.estimator.n_negatives, "swap": config.swap_negatives}
+    record = {
+        "analysis": "cmi",
+        "task": task.name,
+        "backbone": config.backbone,
+        "split": split,
+        "n_examples": len(examples),
+        "n_fit": n_fit,
+        "n_score": n_score,
+        "seed": config.seed,
+        "estimator": {**dataclasses.asdict(config.estimator), "swap_negatives": config.swap_negatives},
+        "bound_cap": {est: math.log(k_of[est] + 1) for est in config.estimators},
+        "interval": "95% percentile bootstrap of the mean over scored examples (2000 resamples, run seed)",
+        "sources": described,
+        "summaries": summaries,
+        "fit_bound_last_10pct": fit_end,
+        "examples_scored": [e.source for e in examples[n_fit:]],
+    }
+    rows = [
+        (est, label, examples[n_fit + i].source, float(v))
+        for est in config.estimators
+        for label, vals in values[est].items()
+        for i, v in enumerate(vals)
+    ]
+    write_csv(output_path(config.out, name, ".csv"), CMI_CSV_HEADER, rows)
+    atomic_write_json(output_path(config.out, name, ".json"), record)
+    draw_cmi(record, values, output_path(config.out, name, ".png"))
+    return record
+
+
+def draw_cmi(record: dict[str, object], values: dict[str, dict[str, np.ndarray]], path: Path) -> None:
+    """The CMI figure from its saved numbers (the JSON record and the per-example values of the CSV)."""
+    estimators = list(record["summaries"])
+    est = record["estimator"]
+    k_of = {"presence": est["n_negatives"], "swap": est["swap_negatives"]}
+    provenance = (
+        f"backbone {record['backbone']} · task {record['task']} ({record['split']}) · "
+        f"seed {record['seed']} · "
+        f"{record['n_fit']} fit / {record['n_score']} scored examples · critic {est['steps']} steps, "
+        f"fresh per source · marker: mean [95% bootstrap CI], ▲ median"
+    )
+    titles = [f"{ESTIMATOR_TITLES.get(e, e)}, K={k_of.get(e, '?')}" for e in estimators]
+    plot_cmi(
+        values,
+        record["summaries"],
+        record["bound_cap"],
+        titles,
+        f"CMI I(P; Z | X) per example, InfoNCE lower bound on held-out examples — {record['task']}",
+        provenance,
+        path,
+    )
+
+
+def read_cmi_values(csv_path: Path) -> dict[str, dict[str, np.ndarray]]:
+    values: dict[str, dict[str, list[float]]] = {}
+    with csv_path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != CMI_CSV_HEADER:
+            raise UserError(f"{csv_path}: expected the columns {', '.join(CMI_CSV_HEADER)}")
+        for row in reader:
+            values.setdefault(row["estimator"], {}).setdefault(row["source"], []).append(
+                float(row["cmi_lower_bound"])
+            )
+    return {e: {s: np.asarray(v) for s, v in per.items()} for e, per in values.items()}
+
+
+def _adapter_prompts(adapters: list[SourceSpec]) -> int | None:
+    """n_p of the first adapter, read from its config (the adapters are loaded later, once)."""
+    for spec in adapters:
+        path = Path(spec.adapter or "") / CONFIG_NAME
+        if path.is_file():
+            try:
+                return int(json.loads(path.read_text(encoding="utf-8")).get("n_prompts") or 0) or None
+            except (ValueError, json.JSONDecodeError):
+                return None
+    return None
