@@ -25,7 +25,8 @@ class MethodPreset:
         description: one line for ``infoprompt methods``.
         kind: which model and trainer run the method: ``"classifier"`` (:class:`~infoprompt.model.PromptClassifier`
             trained by :func:`~infoprompt.training.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
-            ``"linear-probe"`` (logistic regression on frozen pooled embeddings); see :mod:`infoprompt.baselines`.
+            ``"linear-probe"`` (logistic regression on frozen pooled embeddings) or ``"setfit"`` (the ``setfit``
+            library); see :mod:`infoprompt.baselines`.
         adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
     """
 
@@ -71,6 +72,8 @@ METHODS: dict[str, MethodPreset] = {
                      description="logistic regression on frozen mean-pooled embeddings (lr unused)"),
         MethodPreset("peft-prompt-tuning", "static", "prepend", "cls", 0.0, 0.0, False, 1e-3, kind="peft",
                      description="Hugging Face peft PromptTuningConfig on AutoModelForSequenceClassification"),
+        MethodPreset("setfit", None, "none", "cls", 0.0, 0.0, False, 2e-5, kind="setfit",
+                     description="SetFit via the setfit library: contrastive body fine-tuning + logistic regression"),
     )
 }
 
