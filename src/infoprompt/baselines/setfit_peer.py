@@ -422,7 +422,8 @@ def fit_setfit(
         losses = [h["embedding_loss"] for h in trainer.st_trainer.state.log_history if "embedding_loss" in h]
     train_seconds = time.perf_counter() - train_started
     model.set_head(model.setfit.model_head)
-    model.eval()
+    # The transformers trainer places the body itself (on the GPU when there is one): evaluate on ``device``.
+    model.to(device).eval()
     last = float(losses[-1]) if losses else 0.0
 
     final: dict[str, float] = {}
