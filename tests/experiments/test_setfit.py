@@ -124,6 +124,30 @@ def test_record_schema_matches_the_other_kinds(toy_task, tiny_bert_dir):
         spec_for(toy_task, tiny_bert_dir, max_steps=1), backbone=backbone))
 
 
+@pytest.mark.parametrize("arch", ["roberta", "mpnet"])
+def test_other_architectures_reload_and_agree_with_setfit(arch, toy_task, tiny_model_dirs, tmp_path):
+    backbone = load_backbone(str(tiny_model_dirs[arch]))
+    out = tmp_path / arch
+    run_training(spec_for(toy_task, tiny_model_dirs[arch], max_steps=2), out, backbone=backbone)
+    loaded = PromptClassifier.from_pretrained(out, backbone=backbone)
+    examples = dev_examples(toy_task)
+    ours = predictions(loaded, examples)
+    theirs = torch.as_tensor(loaded.setfit.predict_proba(loaded.texts(examples)), dtype=torch.float32)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+def test_pairs_enter_setfit_with_the_tokenizers_separator(tiny_bert_dir):
+    backbone = load_backbone(str(tiny_bert_dir))
+    model = SetFitClassifier(backbone, ClassifierConfig(task="mrpc", method="setfit", backbone="x", max_length=32))
+    [pair] = model.template_encoder.encode_many([{"sentence1": "great movie", "sentence2": "bad film"}])
+    ids = pair.plain.input_ids
+    sep = backbone.tokenizer.sep_token_id
+    first = backbone.tokenizer("great movie", add_special_tokens=False)["input_ids"]
+    second = backbone.tokenizer("bad film", add_special_tokens=False)["input_ids"]
+    start = ids.index(first[0])
+    assert ids[start : start + len(first) + 1 + len(second)] == [*first, sep, *second]
+
+
 def test_texts_for_single_pair_and_span_tasks():
     sep = "[SEP]"
     sst2 = Template.parse(plain_template(get_task("sst2")))
