@@ -26,7 +26,8 @@ class MethodPreset:
         description: one line for ``infoprompt methods``.
         kind: which model and trainer run the method: ``"classifier"`` (:class:`~infoprompt.model.PromptClassifier`
             trained by :func:`~infoprompt.training.train`), ``"peft"`` (Hugging Face ``peft`` prompt tuning) or
-            ``"linear-probe"`` (logistic regression on frozen pooled embeddings); see :mod:`infoprompt.baselines`.
+            ``"linear-probe"`` (logistic regression on frozen pooled embeddings) or ``"setfit"`` (the ``setfit``
+            library); see :mod:`infoprompt.baselines`.
         adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
         mi_negatives: InfoNCE negatives of the information terms, ``"paper"`` or ``"batch"`` (other examples'
             prompts); see :class:`~infoprompt.model.ClassifierConfig`.
@@ -90,6 +91,8 @@ METHODS: dict[str, MethodPreset] = {
         MethodPreset(f"{RECOMMENDED}-ce", "generated", "template", "auto", 0.0, 0.0, False, 1e-3,
                      mi_negatives="batch", warm_start=True, select="holdout",
                      description=f"{RECOMMENDED} without the information terms (β=γ=0)"),
+        MethodPreset("setfit", None, "none", "cls", 0.0, 0.0, False, 2e-5, kind="setfit",
+                     description="SetFit via the setfit library: contrastive body fine-tuning + logistic regression"),
     )
 }
 

@@ -1,0 +1,454 @@
+"""``setfit``: SetFit (contrastive sentence-transformer fine-tuning + logistic regression) via the ``setfit`` library."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from sklearn.linear_model import LogisticRegression
+from torch import nn
+
+from infoprompt.backbones import Backbone
+from infoprompt.baselines.common import BaselineModel, write_adapter
+from infoprompt.baselines.linear_probe import head_from_sklearn
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.model import WEIGHTS_NAME, ClassifierConfig
+from infoprompt.tasks import Example
+from infoprompt.templates import (
+    _FIELD,
+    SPECIAL_PARTS,
+    Batch,
+    Encoded,
+    EncodedPair,
+    Template,
+    cut,
+    shorten_longest_first,
+)
+
+SETTINGS_NAME = "setfit_config.json"
+INSTALL_HINT = "pip install 'infoprompt[setfit]'"
+# The sklearn head is stored beside the body so that SetFitModel itself can be rebuilt without joblib.
+HEAD_ARRAYS = ("setfit_head.coef", "setfit_head.intercept", "setfit_head.classes")
+
+
+def require_setfit() -> None:
+    """Fail with one line when the optional ``setfit`` extra (setfit, sentence-transformers, datasets) is missing."""
+    try:
+        import datasets  # noqa: F401
+        import sentence_transformers  # noqa: F401
+        import setfit  # noqa: F401
+    except ImportError as error:
+        raise UserError(f"method setfit needs the setfit library ({error.name} is missing): {INSTALL_HINT}") from None
+
+
+@dataclass(frozen=True)
+class SetFitSettings:
+    """SetFit's own optimisation settings (its documented defaults for the embedding phase).
+
+    The prompt methods' ``--epochs`` and ``--batch-size`` (30 and 8) do not apply; ``--lr`` and
+    ``--max-steps`` do (they override ``body_learning_rate`` and ``max_steps``), ``--seed`` seeds training.
+
+    Attributes:
+        num_iterations: contrastive pairs per training example and per polarity (SetFit paper: 20), i.e.
+            ``2 · num_iterations · n_train`` sentence pairs per epoch.
+        epochs: passes over the pairs (SetFit default 1).
+        batch_size: pairs per step of the body fine-tuning (SetFit default 16).
+        body_learning_rate: AdamW learning rate of the body (SetFit default 2e-5), linear decay, 10 % warm-up.
+        warmup_proportion: share of the steps spent warming the learning rate up.
+        max_steps: stop the body fine-tuning after this many steps (-1: all epochs).
+        head_c: inverse L2 strength of the logistic-regression head (scikit-learn's and SetFit's default 1).
+        head_max_iter: lbfgs iterations of the head (scikit-learn's and SetFit's default 100).
+    """
+
+    num_iterations: int = 20
+    epochs: int = 1
+    batch_size: int = 16
+    body_learning_rate: float = 2e-5
+    warmup_proportion: float = 0.1
+    max_steps: int = -1
+    head_c: float = 1.0
+    head_max_iter: int = 100
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def render_text(template: Template, fields: dict[str, str], sep_token: str | None) -> str:
+    """The one text SetFit sees for an example: the method's plain template with the field texts filled in.
+
+    The leading ``<cls>`` and the last ``<sep>`` are left to the tokenizer; an inner ``<sep>`` (between the
+    two sentences of MRPC/RTE, or before the relation's tail mention) becomes the tokenizer's separator token
+    (``[SEP]``, ``</s>``), which it reads as that special token; literal markers (``#``, ``@``) stay as words.
+    """
+    parts = list(template.parts)
+    if parts and parts[0] == "<cls>":
+        parts = parts[1:]
+    if parts and parts[-1] == "<sep>":
+        parts = parts[:-1]
+    words: list[str] = []
+    for part in parts:
+        if part == "<sep>":
+            words.append(sep_token or "")
+        elif part in SPECIAL_PARTS:
+            continue
+        elif m := _FIELD.match(part):
+            words.append(fields[m.group(1)].strip())
+        else:
+            words.append(part)
+    return " ".join(word for word in words if word)
+
+
+class SetFitTextEncoder:
+    """Encodes examples as :mod:`infoprompt.training` expects, but with exactly the token ids SetFit's body
+    produces for the rendered text, so that training (inside ``setfit``) and our predictions read one input.
+
+    Texts over the budget are shortened first with the template's truncation policies (entity mentions are
+    kept, as in every other method), then decoded back to text; the body cuts any remainder from the end.
+    """
+
+    def __init__(self, body: Any, tokenizer: Any, template: Template, max_length: int, truncate: bool):
+        self.body = body
+        self.tokenizer = tokenizer
+        self.template = template
+        self.max_length = max_length
+        self.truncate = truncate
+        self.policies = template.cut_policies
+        sep = getattr(tokenizer, "sep_token", None)
+        self.sep_token = sep
+        inner_seps = max(0, template.parts.count("<sep>") - (1 if template.parts[-1] == "<sep>" else 0))
+        literals = [p for p in template.parts if p not in SPECIAL_PARTS and not _FIELD.match(p)]
+        literal_tokens = sum(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in literals)
+        self.fixed_length = tokenizer.num_special_tokens_to_add() + inner_seps + literal_tokens
+        if self.fixed_length >= max_length:
+            raise UserError(f"template {template.text!r} leaves no room for text within max_length={max_length}")
+
+    def text(self, fields: dict[str, str], where: str) -> tuple[str, bool]:
+        """The rendered text of one example and whether it had to be shortened."""
+        names = self.template.fields
+        missing = [name for name in names if name not in fields]
+        if missing:
+            raise UserError(f"{where}: missing text field {missing[0]!r}")
+        ids = {name: self.tokenizer(fields[name], add_special_tokens=False)["input_ids"] for name in names}
+        budget = self.max_length - self.fixed_length
+        if sum(len(v) for v in ids.values()) <= budget:
+            return render_text(self.template, fields, self.sep_token), False
+        if not self.truncate:
+            raise UserError(
+                f"{where}: input has {sum(len(v) for v in ids.values()) + self.fixed_length} tokens, more than "
+                f"max_length={self.max_length} (enable truncation or raise --max-length)"
+            )
+        lengths = shorten_longest_first({n: len(v) for n, v in ids.items()}, budget, self.policies)
+        short = {n: self.tokenizer.decode(cut(v, lengths[n], self.policies[n])) for n, v in ids.items()}
+        return render_text(self.template, short, self.sep_token), True
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """What the body's own tokenisation (``SentenceTransformer.preprocess``/``tokenize``) gives each text."""
+        tokenize = getattr(self.body, "preprocess", None) or self.body.tokenize
+        rows: list[list[int]] = []
+        for start in range(0, len(texts), 256):
+            features = tokenize(list(texts[start : start + 256]))
+            for ids, mask in zip(features["input_ids"].tolist(), features["attention_mask"].tolist(), strict=True):
+                rows.append([i for i, m in zip(ids, mask, strict=True) if m])
+        return rows
+
+    def encode_many(self, field_texts: Sequence[dict[str, str]], sources: Sequence[str] | None = None) -> list[EncodedPair]:
+        rendered = [self.text(f, sources[i] if sources else f"input {i + 1}") for i, f in enumerate(field_texts)]
+        pairs = []
+        for (_, truncated), ids in zip(rendered, self.token_ids([text for text, _ in rendered]), strict=True):
+            encoded = Encoded(input_ids=ids, prompt_positions=[], readout_position=0,
+                              context_positions=list(range(len(ids))))
+            pairs.append(EncodedPair(prompted=encoded, plain=encoded, truncated=truncated))
+        return pairs
+
+
+def build_body(backbone: Backbone, max_length: int) -> Any:
+    """A ``SentenceTransformer`` (Transformer → mean Pooling → Normalize, the layout of all-MiniLM-L6-v2 and
+    all-mpnet-base-v2) whose transformer is a private copy of the backbone's weights."""
+    from sentence_transformers import SentenceTransformer
+
+    try:  # sentence-transformers 6 moved the modules; 3-5 (which setfit 1.1 allows) have them here
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:
+        from sentence_transformers import models
+
+    location = getattr(backbone.model, "name_or_path", "") or backbone.name
+    try:
+        transformer = models.Transformer(str(location), max_seq_length=max_length)
+    except (OSError, ValueError) as error:
+        raise UserError(f"method setfit could not build a sentence-transformers body from {location!r} ({error})") from None
+    # The backbone as loaded (dtype, weights) is what the adapter is fingerprinted against: copy it in.
+    transformer.auto_model.load_state_dict(backbone.model.state_dict())
+    transformer.auto_model.to(torch.float32)
+    dimension = (getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension)()
+    pooling = models.Pooling(dimension, "mean")
+    return SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device=str(backbone.device))
+
+
+class SetFitClassifier(BaselineModel):
+    """SetFit as a peer method: a ``setfit.SetFitModel`` whose body is a sentence-transformer built from the
+    run's backbone (a fine-tuned private copy; the shared backbone stays untouched) and whose head is
+    scikit-learn's ``LogisticRegression`` on the normalised mean-pooled embedding.
+
+    ``forward`` returns the head's log-probabilities (an ``nn.Linear`` equal to the fitted regression), so
+    evaluation and prediction run through :mod:`infoprompt.training` like every other method; ``self.setfit``
+    is the library's model and predicts the same probabilities from text.
+    """
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig, settings: SetFitSettings | None = None):
+        require_setfit()
+        from setfit import SetFitModel
+
+        super().__init__(backbone, config)
+        self.settings = settings or SetFitSettings()
+        self.body = build_body(backbone, self.config.max_length)
+        self.template_encoder = SetFitTextEncoder(
+            self.body, self.body.tokenizer, Template.parse(self.config.template), self.config.max_length,
+            self.config.truncate,
+        )
+        self.setfit = SetFitModel(
+            model_body=self.body,
+            model_head=LogisticRegression(C=self.settings.head_c, max_iter=self.settings.head_max_iter,
+                                          random_state=self.config.init_seed),
+        )
+        dimension = (getattr(self.body, "get_embedding_dimension", None)
+                     or self.body.get_sentence_embedding_dimension)()
+        self.head = nn.Linear(dimension, len(self.config.labels))
+        with torch.no_grad():
+            self.head.weight.zero_()
+            self.head.bias.zero_()
+        self.head.to(backbone.device)
+        self.fitted = False
+
+    def texts(self, examples: Sequence[Example]) -> list[str]:
+        """The texts SetFit trains on and predicts from (see :func:`render_text`)."""
+        return [self.template_encoder.text(e.fields, e.source)[0] for e in examples]
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """The body's sentence embedding (mean-pooled, L2-normalised), as ``SentenceTransformer.encode`` gives it."""
+        features = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        return self.body(features)["sentence_embedding"]
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """Log-probabilities of the logistic-regression head (B, C) and the embeddings (B, D)."""
+        features = self.embed(batch)
+        return self.head(features).log_softmax(-1), features, None
+
+    def set_head(self, classifier: LogisticRegression) -> None:
+        weight, bias = head_from_sklearn(classifier, len(self.config.labels))
+        with torch.no_grad():
+            self.head.weight.copy_(torch.as_tensor(weight, dtype=self.head.weight.dtype))
+            self.head.bias.copy_(torch.as_tensor(bias, dtype=self.head.bias.dtype))
+        self.setfit.model_head = classifier
+        self.fitted = True
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """Body weights, the linear head and the regression's arrays: everything, as tensors (no pickle)."""
+        state = {f"body.{name}": t.detach().contiguous().cpu().clone()
+                 for name, t in self.body[0].auto_model.state_dict().items()}
+        state["head.weight"] = self.head.weight.detach().cpu().clone()
+        state["head.bias"] = self.head.bias.detach().cpu().clone()
+        classifier = self.setfit.model_head
+        if self.fitted:
+            arrays = (classifier.coef_, classifier.intercept_, np.asarray(classifier.classes_, dtype=np.int64))
+        else:
+            arrays = (np.zeros((1, self.head.in_features)), np.zeros(1), np.zeros(2, dtype=np.int64))
+        for name, array in zip(HEAD_ARRAYS, arrays, strict=True):
+            state[name] = torch.from_numpy(np.ascontiguousarray(array))
+        return state
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        write_adapter(directory, self.saved_state(), self.config)
+        atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
+                                                       "body": "Transformer -> Pooling(mean) -> Normalize"})
+
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitClassifier:
+        require_setfit()
+        settings_path = directory / SETTINGS_NAME
+        if not settings_path.is_file():
+            raise UserError(f"adapter file {settings_path} is missing")
+        saved = read_json_object(settings_path)
+        try:
+            settings = SetFitSettings(**saved["settings"])
+        except (KeyError, TypeError) as error:
+            raise UserError(f"{settings_path}: malformed settings ({error})") from None
+        model = cls(backbone, config, settings)
+        expected = model.saved_state()
+        state = _read_state(directory, expected)
+        model.body[0].auto_model.load_state_dict({n[len("body."):]: t for n, t in state.items() if n.startswith("body.")})
+        model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+        if saved.get("fitted"):
+            classifier = model.setfit.model_head
+            classifier.coef_ = state[HEAD_ARRAYS[0]].numpy().astype(np.float64)
+            classifier.intercept_ = state[HEAD_ARRAYS[1]].numpy().astype(np.float64)
+            classifier.classes_ = state[HEAD_ARRAYS[2]].numpy()
+            classifier.n_features_in_ = classifier.coef_.shape[1]
+            model.fitted = True
+        return model.eval()
+
+
+def _read_state(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Read the adapter weights and check names, and shapes except the regression's arrays (whose shapes
+    depend on the classes the training sample had)."""
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, tensor in state.items():
+        if name not in HEAD_ARRAYS and tensor.shape != expected[name].shape:
+            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+    return state
+
+
+@contextlib.contextmanager
+def quiet_libraries(progress: bool) -> Iterator[None]:
+    """setfit logs its run banner at INFO and datasets draws a bar per map; keep them out unless asked."""
+    import datasets
+
+    loggers = [logging.getLogger(name) for name in ("setfit", "sentence_transformers", "transformers.trainer")]
+    levels = [logger.level for logger in loggers]
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    if not progress:
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def fit_setfit(
+    model: SetFitClassifier,
+    train_examples: Sequence[Example],
+    eval_examples: Sequence[Example] | None = None,
+    config=None,
+    log_path: Path | None = None,
+) -> dict[str, object]:
+    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``; returns the same result dict
+    as :func:`infoprompt.training.train`."""
+    require_setfit()
+    from datasets import Dataset
+    from setfit import Trainer, TrainingArguments
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from infoprompt.training import JsonlLog, TrainConfig, encode_examples, evaluate_encoded, resolve_device
+
+    config = config or TrainConfig()
+    started = time.perf_counter()
+    settings = model.settings
+    if config.lr is not None or config.max_steps is not None:
+        settings = dataclasses.replace(
+            settings,
+            body_learning_rate=config.lr if config.lr is not None else settings.body_learning_rate,
+            max_steps=config.max_steps if config.max_steps is not None else settings.max_steps,
+        )
+        model.settings = settings
+    device = resolve_device(config.device)
+    train_set = encode_examples(model, train_examples)
+    if train_set.labels is None:
+        raise UserError("training examples must all be labelled")
+    labels = train_set.labels.tolist()
+    if len(set(labels)) < 2:
+        raise UserError("setfit needs training examples of at least two classes")
+    texts = model.texts(train_examples)
+    log = JsonlLog(log_path)
+    log.write({"type": "setfit", "step": 0, "n_train": len(texts), **settings.to_json()})
+
+    class LossLog(TrainerCallback):
+        """Each logged step's contrastive loss, in the run's JSONL log."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "embedding_loss" in logs:
+                loss = float(logs["embedding_loss"])
+                log.write({"type": "step", "step": state.global_step, "epoch": logs.get("epoch"),
+                           "lr": logs.get("learning_rate"), "loss_total": loss, "loss_pred": loss})
+
+    model.body.to(device)
+    model.head.to(device)
+    train_started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="infoprompt-setfit-") as scratch, quiet_libraries(config.progress):
+        args = TrainingArguments(
+            output_dir=scratch,
+            batch_size=(settings.batch_size, settings.batch_size),
+            num_epochs=(settings.epochs, 1),
+            num_iterations=settings.num_iterations,
+            body_learning_rate=(settings.body_learning_rate, settings.body_learning_rate),
+            warmup_proportion=settings.warmup_proportion,
+            max_steps=settings.max_steps,
+            max_length=model.config.max_length,
+            seed=config.seed,
+            report_to="none",
+            save_strategy="no",
+            logging_strategy="steps",
+            logging_steps=1,
+            logging_first_step=True,
+            show_progress_bar=config.progress,
+        )
+        trainer = Trainer(model=model.setfit, args=args, callbacks=[LossLog()],
+                          train_dataset=Dataset.from_dict({"text": texts, "label": labels}))
+        # transformers prints every log dict when its progress bar is off; the JSONL log keeps them instead.
+        trainer.st_trainer.remove_callback(PrinterCallback)
+        if device.type == "cpu":
+            trainer.st_trainer.args.dataloader_pin_memory = False  # pinning needs an accelerator
+        if not config.progress:
+            trainer.st_trainer.remove_callback(ProgressCallback)
+        trainer.train()
+        steps = int(trainer.st_trainer.state.global_step)
+        losses = [h["embedding_loss"] for h in trainer.st_trainer.state.log_history if "embedding_loss" in h]
+    train_seconds = time.perf_counter() - train_started
+    model.set_head(model.setfit.model_head)
+    # The transformers trainer places the body itself (on the GPU when there is one): evaluate on ``device``.
+    model.to(device).eval()
+    last = float(losses[-1]) if losses else 0.0
+
+    final: dict[str, float] = {}
+    final_seconds = 0.0
+    eval_set = encode_examples(model, eval_examples) if eval_examples else None
+    if eval_set is not None:
+        t0 = time.perf_counter()
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
+        final_seconds = time.perf_counter() - t0
+        log.write({"type": "final_eval", "step": steps, "n_eval": len(eval_set), **final})
+    log.close()
+    return {
+        "metrics": final,
+        "steps": steps,
+        "last_losses": {"total": last, "pred": last, "rep": 0.0, "head": 0.0, "kl": 0.0},
+        "n_train": len(train_set),
+        "n_eval": len(eval_set) if eval_set is not None else 0,
+        "truncated_train": sum(p.truncated for p in train_set.pairs),
+        "lr": settings.body_learning_rate,
+        "timings": {
+            "total_s": time.perf_counter() - started,
+            "feature_cache_s": 0.0,
+            "train_s": train_seconds,
+            "periodic_eval_s": 0.0,
+            "final_eval_s": final_seconds,
+            "step_s": train_seconds / steps if steps else 0.0,
+        },
+    }
