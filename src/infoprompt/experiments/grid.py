@@ -163,10 +163,15 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     seeds = [_parse_int(v, f"{where}.seeds", 0) for v in _as_list(block["seeds"], f"{where}.seeds")]
     training = _check_mapping(block["training"], TRAINING_KEYS, f"{where}.training")
     classifier = _check_mapping(block["classifier"], CLASSIFIER_KEYS, f"{where}.classifier")
+    # Values are checked here, before any cell runs, not by the first cell that uses them.
     try:
         TrainConfig(**training)
-    except TypeError as error:
+    except (TypeError, UserError) as error:
         raise _fail(f"{where}.training", str(error)) from None
+    try:
+        ClassifierConfig(task=tasks[0], method=methods[0], backbone=str(block["backbone"]), **classifier)
+    except (TypeError, UserError) as error:
+        raise _fail(f"{where}.classifier", str(error)) from None
     if not isinstance(block["backbone"], str) or not block["backbone"]:
         raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
     if block["source"] not in ("files", "hub"):

@@ -132,6 +132,7 @@ def run_sweep(
     backbones = backbones or BackboneCache()
     ddp = distributed_context()
     started = time.perf_counter()
+    pass_started = time.time()
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
     claims = not ddp.active
@@ -142,7 +143,7 @@ def run_sweep(
         # Several sweeps may share this directory: take the cell only if no live worker holds it and nobody
         # finished it since this sweep started. (The processes of one multi-process sweep are one worker and
         # must all run the same cells, so they do not claim.)
-        if claims and (not try_claim(results_dir, cell) or _finished_meanwhile(results_dir, cell)):
+        if claims and (not try_claim(results_dir, cell) or _taken_meanwhile(results_dir, cell, pass_started)):
             summary.claimed_elsewhere += 1
             continue
         try:
@@ -156,11 +157,22 @@ def run_sweep(
     return summary
 
 
-def _finished_meanwhile(results_dir: Path, cell: Cell) -> bool:
-    if is_finished(read_record(record_path(results_dir, cell))):
+def _taken_meanwhile(results_dir: Path, cell: Cell, pass_started: float) -> bool:
+    """Whether another worker finished the cell, or failed it during this pass (a rerun retries it, but
+    every worker of one pass does not)."""
+    path = record_path(results_dir, cell)
+    record = read_record(path)
+    if is_finished(record) or (record is not None and _modified_since(path, pass_started)):
         release_claim(results_dir, cell)
         return True
     return False
+
+
+def _modified_since(path: Path, moment: float) -> bool:
+    try:
+        return path.stat().st_mtime >= moment
+    except OSError:
+        return False
 
 
 def _run_cell(
