@@ -126,9 +126,12 @@ class ClassifierConfig:
             raise UserError(f"{where}: labels must be a list of names, got {data['labels']!r}")
         data["labels"] = tuple(data.get("labels", ()))
         try:
-            return cls(**data)
+            config = cls(**data)
+            if config.labels:
+                check_labels(config.labels, get_task(config.task))
         except UserError as error:
             raise UserError(f"{where}: {error}") from None
+        return config
 
 
 def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:

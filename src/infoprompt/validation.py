@@ -110,7 +110,9 @@ def check_field_types(obj: Any, where: str = "") -> None:
         value = getattr(obj, field.name)
         annotation = hints.get(field.name, Any)
         if not _matches(value, annotation):
-            raise UserError(f"{prefix}{field.name} must be of type {_type_name(annotation)}, got {value!r}")
+            numeric = isinstance(value, str) and (_matches(0.5, annotation) or _matches(1, annotation))
+            hint = " (a string: in YAML write numbers like 1.0e-3 with a dot)" if numeric else ""
+            raise UserError(f"{prefix}{field.name} must be of type {_type_name(annotation)}, got {value!r}{hint}")
 
 
 def validate_train_config(config: Any, precisions: typing.Sequence[str]) -> None:

@@ -127,7 +127,10 @@ def run_sweep(
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     """
     results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
     echo = echo or tqdm.write
     backbones = backbones or BackboneCache()
     ddp = distributed_context()
