@@ -300,6 +300,13 @@ def test_report_names_a_record_without_fields(tmp_path):
         load_records(tmp_path / "results")
     result = run_cli("report", tmp_path / "results")
     assert result.one_line_error and str(path) in result.err
+    good = {"status": "ok", "task": "sst2", "method": "warp", "backbone": "minilm", "shots": 64, "n_prompts": 4,
+            "seed": 1, "metrics": {"accuracy": 0.5}}
+    for change in ({"settings": True}, {"settings": {"training": [1]}}, {"metrics": {"accuracy": float("inf")}},
+                   {"primary_metric": ["accuracy"]}, {"seed": "1"}, {"shots": True}):
+        path.write_text(json.dumps({**good, **change}))  # found by the hypothesis suite: settings=true crashed
+        result = run_cli("report", tmp_path / "results")
+        assert result.one_line_error and "result record field" in result.err, change
 
 
 # -- encodings and inputs -------------------------------------------------------------------------------------

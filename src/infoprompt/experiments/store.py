@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import socket
 import time
@@ -80,8 +81,16 @@ RECORD_FIELDS: dict[str, tuple[Any, str]] = {
     "shots": (lambda v: v == "full" or (isinstance(v, int) and not isinstance(v, bool) and v > 0), "a count or 'full'"),
     "n_prompts": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
     "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-    "metrics": (lambda v: isinstance(v, dict), "an object of metric values"),
+    "metrics": (lambda v: isinstance(v, dict) and all(_finite(x) for x in v.values()), "an object of finite numbers"),
+    "primary_metric": (lambda v: isinstance(v, str), "a metric name"),
+    "settings": (lambda v: isinstance(v, dict) and all(isinstance(v.get(k, {}), dict) for k in ("training", "classifier")),
+                 "an object"),
 }
+OPTIONAL_FIELDS = ("primary_metric", "settings")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_record(record: dict[str, Any], path: Path) -> None:
@@ -92,6 +101,8 @@ def check_record(record: dict[str, Any], path: Path) -> None:
     if status != STATUS_OK:
         return
     for name, (valid, kind) in RECORD_FIELDS.items():
+        if name in OPTIONAL_FIELDS and name not in record:
+            continue
         if name not in record:
             raise UserError(f"{path}: result record lacks the field {name!r}; delete it to rerun the cell")
         if not valid(record[name]):
