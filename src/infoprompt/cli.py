@@ -21,6 +21,7 @@ class OneLineParser(argparse.ArgumentParser):
     """Usage mistakes are one line on stderr (exit 2), like every other user error."""
 
     def error(self, message: str) -> typing.NoReturn:
+        message = message.replace("\r", "\\r").replace("\n", "\\n")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

@@ -72,14 +72,7 @@ def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8") -> Inputs:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     lines = decode_lines(data, str(path), encoding, ENCODING_HINT)
     if path.suffix == ".jsonl":
-        inputs = Inputs()
-        for number, line in lines:
-            if line.strip():
-                where = f"{path}:{number}"
-                inputs.add(_from_json(line, where, task), number, where, task)
-            else:
-                inputs.skipped += number < len(lines)  # the end of the last line is not a blank line
-        return inputs
+        return _read_lines(lines, str(path), task, json_only=True)
     header = lines[0][1].split("\t") if lines else []
     missing = [name for name in task.fields if name not in header]
     if missing:
@@ -87,12 +80,14 @@ def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8") -> Inputs:
     return _read_lines(lines[1:], str(path), task, header=header)
 
 
-def _read_lines(lines: list[tuple[int, str]], name: str, task: TaskSpec, header: list[str] | None = None) -> Inputs:
+def _read_lines(
+    lines: list[tuple[int, str]], name: str, task: TaskSpec, header: list[str] | None = None, json_only: bool = False,
+) -> Inputs:
     inputs = Inputs()
     last = lines[-1][0] if lines else 0
     for number, line in lines:
         if not line.strip():
-            inputs.skipped += number < last or bool(line)
+            inputs.skipped += number < last or bool(line)  # what follows the last line end is no blank line
             continue
         where = f"{name}:{number}"
         if header is not None:
@@ -100,7 +95,7 @@ def _read_lines(lines: list[tuple[int, str]], name: str, task: TaskSpec, header:
             if len(cells) != len(header):
                 raise UserError(f"{where}: expected {len(header)} tab-separated columns, found {len(cells)}")
             row = {field: cells[header.index(field)] for field in task.fields}
-        elif line.lstrip().startswith("{"):
+        elif json_only or line.lstrip().startswith("{"):
             row = _from_json(line, where, task)
         else:
             row = _from_cells(line.split("\t"), where, task)

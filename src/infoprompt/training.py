@@ -444,6 +444,8 @@ def train(
             if not ddp.active:
                 last = terms.as_floats()
             if not math.isfinite(last["total"]):
+                bar.close()
+                log.close()
                 raise UserError(
                     f"training diverged: the loss is {last['total']} at step {step} (epoch {epoch + 1}); "
                     f"try a smaller --lr (was {lr:g}), smaller --beta/--gamma, or another --seed"

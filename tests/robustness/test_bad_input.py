@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from conftest import TRAIN_ARGS, listing, run_cli, write_sst2
+from robust_helpers import TRAIN_ARGS, listing, run_cli, write_sst2
 from safetensors.torch import load_file, save_file
 
 from infoprompt.errors import UserError
@@ -231,14 +231,15 @@ CELLS = {"tasks": ["sst2"], "methods": ["warp"], "shots": [64], "n_prompts": [4]
 def test_a_failing_cell_runs_once_per_pass_across_workers(tmp_path):
     cells = load_cells(None, CELLS)
     runners = [FailingRunner(), FailingRunner()]
-    threads = [threading.Thread(target=run_sweep, args=(cells, tmp_path),
-                                kwargs={"runner": r, "backbones": _backbones(), "progress": False, "echo": lambda _: None})
+    common = {"backbones": _backbones(), "progress": False, "echo": lambda _: None, "pass_started": time.time()}
+    threads = [threading.Thread(target=run_sweep, args=(cells, tmp_path), kwargs={"runner": r, **common})
                for r in runners]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert sorted(runners[0].calls + runners[1].calls) == [1, 2, 3, 4]
+    # without a shared start, a worker that starts after a failure was recorded retries that cell (a new pass)
     # a later pass retries the failures
     again = FailingRunner()
     run_sweep(cells, tmp_path, runner=again, backbones=_backbones(), progress=False, echo=lambda _: None)
@@ -481,3 +482,17 @@ def test_run_spec_and_from_pretrained_agree_with_the_cli(tiny_run, tiny_bert):
         run_training(RunSpec(task="sst2", method="warp"), tiny_run)
     model = PromptClassifier.from_pretrained(tiny_run)
     assert all(math.isfinite(float(p.sum())) for p in model.trainable_state().values())
+
+
+@pytest.mark.parametrize("key,value", [("sampling", {}), ("source", []), ("data_dir", [1]), ("cache_dir", 3)])
+def test_grid_settings_of_the_wrong_type_are_one_error(key, value):
+    with pytest.raises(UserError, match=key):  # found by the hypothesis suite: sampling={} raised a TypeError
+        load_cells(None, {**CELLS, key: value})
+
+
+def test_user_text_with_line_breaks_stays_on_one_line():
+    with pytest.raises(UserError) as info:  # found by the hypothesis suite: a grid key "\n" broke the line
+        load_cells(None, {**CELLS, "training": {"\n": 1}})
+    assert "\n" not in str(info.value) and "unknown key(s) \\n" in str(info.value)
+    result = run_cli("train", "--task", "a\nb", "--out", "x", "--data-dir", "/no/such\ndir")
+    assert result.one_line_error

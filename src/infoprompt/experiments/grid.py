@@ -174,9 +174,12 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
         raise _fail(f"{where}.classifier", str(error)) from None
     if not isinstance(block["backbone"], str) or not block["backbone"]:
         raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
-    if block["source"] not in ("files", "hub"):
+    for name in ("data_dir", "cache_dir"):
+        if block[name] is not None and not isinstance(block[name], str):
+            raise _fail(f"{where}.{name}", f"expected a directory path, got {block[name]!r}")
+    if not isinstance(block["source"], str) or block["source"] not in ("files", "hub"):
         raise _fail(f"{where}.source", f"expected 'files' or 'hub', got {block['source']!r}")
-    if block["sampling"] not in ALLOCATIONS:
+    if not isinstance(block["sampling"], str) or block["sampling"] not in ALLOCATIONS:
         raise _fail(f"{where}.sampling", f"expected one of {', '.join(ALLOCATIONS)}, got {block['sampling']!r}")
     cells = []
     for task in tasks:

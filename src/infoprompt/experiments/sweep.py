@@ -118,6 +118,7 @@ def run_sweep(
     backbones: BackboneCache | None = None,
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
+    pass_started: float | None = None,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` and store one record per cell in ``results_dir``.
 
@@ -125,6 +126,8 @@ def run_sweep(
     cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
     again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record. Each cell is claimed
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
+    A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
+    taken, so workers of one pass do not each run a failing cell.
     """
     results_dir = Path(results_dir)
     try:
@@ -135,7 +138,7 @@ def run_sweep(
     backbones = backbones or BackboneCache()
     ddp = distributed_context()
     started = time.perf_counter()
-    pass_started = time.time()
+    pass_started = time.time() if pass_started is None else pass_started
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
     claims = not ddp.active
