@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -63,6 +64,18 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=False) + "\n")
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float written as a string (``"nan"``, ``"inf"``), for numbers that
+    may legitimately be undefined (analysis summaries): JSON has no such numbers, and writers are strict."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
