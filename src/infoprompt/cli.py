@@ -122,9 +122,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    task = adapter_task(args.adapter)
+    if task is not None:  # bad data fails before the encoder loads
+        examples = read_split(task, args.split or task.eval_split, args.data_dir, args.source)
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
     split = args.split or model.task.eval_split
-    examples = read_split(model.task, split, args.data_dir, args.source)
+    if task is None:
+        examples = read_split(model.task, split, args.data_dir, args.source)
     metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
     record = {"adapter": str(args.adapter), "task": model.task.name, "split": split, "n": len(examples), "metrics": metrics}
     print(json.dumps(record, sort_keys=True, allow_nan=False))
@@ -142,8 +146,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    task = adapter_task(args.adapter)
+    inputs = read_inputs(args.input, task, encoding=args.encoding) if task is not None else None
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
-    inputs = read_inputs(args.input, model.task, encoding=args.encoding)
+    if inputs is None:
+        inputs = read_inputs(args.input, model.task, encoding=args.encoding)
     if inputs.skipped and not args.quiet:
         print(f"infoprompt: skipped {inputs.skipped} blank line(s); each record names its input line",
               file=sys.stderr)
@@ -156,6 +163,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def adapter_task(directory: str):
+    """The task an adapter's config names, read without loading the model, so that bad input data fails
+    before the encoder loads; ``None`` when the config is unreadable (loading the adapter then says why)."""
+    from pathlib import Path
+
+    from infoprompt.io_utils import read_json_object
+    from infoprompt.model import CONFIG_NAME, ClassifierConfig
+    from infoprompt.tasks import get_task
+
+    path = Path(directory) / CONFIG_NAME
+    try:
+        return get_task(ClassifierConfig.from_json(read_json_object(path), str(path)).task)
+    except UserError:
+        return None
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
