@@ -501,3 +501,11 @@ def test_user_text_with_line_breaks_stays_on_one_line():
     assert "\n" not in str(info.value) and "unknown key(s) \\n" in str(info.value)
     result = run_cli("train", "--task", "a\nb", "--out", "x", "--data-dir", "/no/such\ndir")
     assert result.one_line_error
+
+
+@pytest.mark.parametrize("data", [b"?", b"1: 2\ntasks: [sst2]\n", b"tasks: [sst2]\x00\xff\n", b"\xff\xfe"])
+def test_odd_grid_files_are_one_error(tmp_path, data):
+    path = tmp_path / "grid.yaml"
+    path.write_bytes(data)  # found by the hypothesis suite: a null key ("?") raised a TypeError
+    with pytest.raises(UserError):
+        load_cells(path)

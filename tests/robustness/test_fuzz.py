@@ -368,6 +368,17 @@ def test_grids_give_valid_cells_or_one_error(config):
         cell.run_spec()  # every cell builds its run: nothing left to fail at run time for lack of validation
 
 
+@given(data=st.one_of(st.binary(max_size=80), JSON_VALUE.map(lambda v: json.dumps({"tasks": ["sst2"], "training": v}))
+                      .map(str.encode)), suffix=st.sampled_from([".yaml", ".toml"]))
+def test_grid_files_give_cells_or_one_error(scratch, data, suffix):
+    path = scratch() / f"grid{suffix}"
+    path.write_bytes(data)
+    try:
+        load_cells(path)
+    except UserError as error:
+        assert "\n" not in str(error)
+
+
 # -- concurrent writers ---------------------------------------------------------------------------------------
 @given(plans=st.lists(st.tuples(st.booleans(), st.booleans(), st.floats(0, 0.01)), min_size=2, max_size=4),
        existing=st.sampled_from(["none", "run", "other"]))
