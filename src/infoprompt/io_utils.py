@@ -192,8 +192,9 @@ def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
         os.rename(staging, final_path)
     except OSError as error:
         if backup is not None:
-            os.replace(backup / final_path.name, final_path)
-            shutil.rmtree(backup, ignore_errors=True)
+            if not final_path.exists():
+                os.replace(backup / final_path.name, final_path)
+            shutil.rmtree(backup, ignore_errors=True)  # else another run replaced the old one meanwhile
         raise UserError(f"cannot install the run at {final_path}: {error.strerror}; another run may have "
                         "finished there first") from None
     if backup is not None:

@@ -9,6 +9,7 @@ import shutil
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -509,3 +510,26 @@ def test_odd_grid_files_are_one_error(tmp_path, data):
     path.write_bytes(data)  # found by the hypothesis suite: a null key ("?") raised a TypeError
     with pytest.raises(UserError):
         load_cells(path)
+
+
+def test_an_overwrite_that_loses_the_race_leaves_the_winner(tmp_path, monkeypatch):
+    import infoprompt.io_utils as io_utils
+
+    final = tmp_path / "run"
+    final.mkdir()
+    for name in ("adapter_config.json", "metrics.json"):
+        (final / name).write_text("old")
+    real_rename = os.rename
+
+    def rename_after_a_rival(source, target):
+        if Path(target) == final and not final.exists():  # a rival run installs between backup and rename
+            final.mkdir()
+            for name in ("adapter_config.json", "metrics.json"):
+                (final / name).write_text("rival")
+        return real_rename(source, target)
+
+    monkeypatch.setattr(io_utils.os, "rename", rename_after_a_rival)
+    with (pytest.raises(UserError, match="another run may have finished there first"),
+          staged_directory(final, overwrite=True) as staging):
+        (staging / "metrics.json").write_text("mine")
+    assert (final / "metrics.json").read_text() == "rival" and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
