@@ -204,7 +204,6 @@ def _take_over(path: Path) -> bool:
     try:
         claim = read_claim(path)
         if claim is None:  # released meanwhile: claim it the ordinary way
-            lock.unlink(missing_ok=True)
             try:
                 descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
