@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from robust_helpers import TRAIN_ARGS, run_cli, write_sst2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def offline_and_frugal():
+    """A mutated backbone name must not wait for the network; tiny models run best on one thread."""
+    import torch
+
+    saved, threads = os.environ.get("HF_HUB_OFFLINE"), torch.get_num_threads()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+    if saved is None:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = saved
 
 
 @pytest.fixture(scope="session")

@@ -42,18 +42,6 @@ def share(divisor: int) -> settings:
     return settings(max_examples=max(2, settings.default.max_examples // divisor))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def offline():
-    """A mutated backbone name must not wait for the network."""
-    saved = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    yield
-    if saved is None:
-        os.environ.pop("HF_HUB_OFFLINE", None)
-    else:
-        os.environ["HF_HUB_OFFLINE"] = saved
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     """A fresh directory per example (function-scoped tmp_path does not reset between examples)."""
