@@ -533,3 +533,14 @@ def test_an_overwrite_that_loses_the_race_leaves_the_winner(tmp_path, monkeypatc
           staged_directory(final, overwrite=True) as staging):
         (staging / "metrics.json").write_text("mine")
     assert (final / "metrics.json").read_text() == "rival" and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_an_unwritable_parent_is_refused_before_any_work(tmp_path, monkeypatch, sst2_dir, tiny_bert):
+    import infoprompt.io_utils as io_utils
+
+    # Root writes into read-only directories, so the permission is simulated where it is looked up.
+    monkeypatch.setattr(io_utils.os, "access", lambda path, mode: Path(path) != tmp_path)
+    result = run_cli(*train_args(tiny_bert, sst2_dir, tmp_path / "run"))
+    assert result.one_line_error and f"directory {tmp_path} is not writable" in result.err
+    result = run_cli("report", tmp_path, "--out", tmp_path / "r")
+    assert result.code == 2 and not any(tmp_path.iterdir())
