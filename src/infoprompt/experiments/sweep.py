@@ -90,6 +90,7 @@ def failure_record(cell: Cell, error: BaseException, seconds: float) -> dict[str
         "settings_hash": cell.settings_hash,
         "seconds": seconds,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recorded_at": time.time(),  # to the sub-second, unlike file times, which lag on coarse kernel clocks
     }
 
 
@@ -168,13 +169,16 @@ def _taken_meanwhile(results_dir: Path, cell: Cell, pass_started: float) -> bool
     every worker of one pass does not)."""
     path = record_path(results_dir, cell)
     record = read_record(path)
-    if is_finished(record) or (record is not None and _modified_since(path, pass_started)):
+    if is_finished(record) or (record is not None and _recorded_since(record, path, pass_started)):
         release_claim(results_dir, cell)
         return True
     return False
 
 
-def _modified_since(path: Path, moment: float) -> bool:
+def _recorded_since(record: dict[str, Any], path: Path, moment: float) -> bool:
+    stamp = record.get("recorded_at")
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return stamp >= moment
     try:
         return path.stat().st_mtime >= moment
     except OSError:
