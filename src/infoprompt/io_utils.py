@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import math
 import os
@@ -183,22 +184,24 @@ def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
     """Rename ``staging`` to ``final_path``; an existing run directory moves aside first (with ``overwrite``)."""
     check_run_target(final_path, overwrite)  # another run may have put something there meanwhile
     backup = None
-    if final_path.exists():
-        backup = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.{os.getpid()}.", suffix=".old",
-                                       dir=final_path.parent))
-        os.replace(final_path, backup / final_path.name)
     try:
-        # Without a backup the target is absent; rename fails rather than merge if a directory appeared.
+        if final_path.exists():
+            backup = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.{os.getpid()}.", suffix=".old",
+                                           dir=final_path.parent))
+            with contextlib.suppress(FileNotFoundError):  # another run moved it aside meanwhile
+                os.replace(final_path, backup / final_path.name)
+        # The target is absent now; rename fails rather than merge if another run installed meanwhile.
         os.rename(staging, final_path)
     except OSError as error:
-        if backup is not None:
-            if not final_path.exists():
+        if backup is not None and not final_path.exists():
+            with contextlib.suppress(OSError):
                 os.replace(backup / final_path.name, final_path)
-            shutil.rmtree(backup, ignore_errors=True)  # else another run replaced the old one meanwhile
         raise UserError(f"cannot install the run at {final_path}: {error.strerror}; another run may have "
                         "finished there first") from None
-    if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+    finally:
+        # The old run is gone only once something replaced it; otherwise its backup stays for the user.
+        if backup is not None and (final_path.exists() or not (backup / final_path.name).exists()):
+            shutil.rmtree(backup, ignore_errors=True)
 
 
 _WIDE_BOMS = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32", codecs.BOM_UTF16_LE: "UTF-16",

@@ -544,3 +544,23 @@ def test_an_unwritable_parent_is_refused_before_any_work(tmp_path, monkeypatch, 
     assert result.one_line_error and f"directory {tmp_path} is not writable" in result.err
     result = run_cli("report", tmp_path, "--out", tmp_path / "r")
     assert result.code == 2 and not any(tmp_path.iterdir())
+
+
+def test_an_overwrite_whose_old_run_was_moved_by_a_rival_still_installs(tmp_path, monkeypatch):
+    import infoprompt.io_utils as io_utils
+
+    final = tmp_path / "out" / "run"
+    final.mkdir(parents=True)
+    for name in ("adapter_config.json", "metrics.json"):
+        (final / name).write_text("old")
+    real_replace = os.replace
+
+    def rival_moves_it_first(source, target):
+        if Path(source) == final and final.exists():  # found by the hypothesis suite: this raised OSError
+            real_replace(final, tmp_path / "rival-backup")
+        return real_replace(source, target)
+
+    monkeypatch.setattr(io_utils.os, "replace", rival_moves_it_first)
+    with staged_directory(final, overwrite=True) as staging:
+        (staging / "metrics.json").write_text("mine")
+    assert (final / "metrics.json").read_text() == "mine" and [p.name for p in final.parent.iterdir()] == ["run"]

@@ -393,12 +393,15 @@ def test_concurrent_runs_on_one_directory_never_mix_or_destroy(scratch, plans, e
             outcomes.append(("refused", index))
         except RuntimeError:
             outcomes.append(("failed", index))
+        except Exception as error:  # noqa: BLE001 - anything else is the bug this test looks for
+            outcomes.append((f"crashed: {error!r}", index))
 
     threads = [threading.Thread(target=write, args=(i, *plan)) for i, plan in enumerate(plans)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not [o for o, _ in outcomes if o.startswith("crashed")], outcomes
     assert sorted(p.name for p in root.iterdir()) == ([] if not final.exists() else ["run"])  # no scratch left
     if existing == "other":
         assert [p.name for p in final.iterdir()] == ["thesis.tex"] and not any(o == "ok" for o, _ in outcomes)
