@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -16,6 +17,13 @@ from infoprompt.backbones import load_backbone  # noqa: E402
 from infoprompt.tasks import Example  # noqa: E402
 
 ARCHITECTURES = ("bert", "roberta", "mpnet")
+
+# Property-based tests: a few derandomised examples in every run; `--hypothesis-profile=fuzz` (or
+# HYPOTHESIS_PROFILE=fuzz) explores many more.
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+settings.register_profile("ci", max_examples=16, deadline=None, derandomize=True, suppress_health_check=_SLOW_OK)
+settings.register_profile("fuzz", max_examples=400, deadline=None, suppress_health_check=_SLOW_OK)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

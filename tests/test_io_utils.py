@@ -8,10 +8,15 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, staged_directory
 
 
+def _old_run(final):
+    final.mkdir()
+    for name in ("adapter_config.json", "metrics.json", "old.txt"):
+        (final / name).write_text("old")
+
+
 def test_success_replaces_the_old_directory(tmp_path):
     final = tmp_path / "run"
-    final.mkdir()
-    (final / "old.txt").write_text("old")
+    _old_run(final)
     with staged_directory(final, overwrite=True) as staging:
         (staging / "new.txt").write_text("new")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
@@ -21,8 +26,7 @@ def test_success_replaces_the_old_directory(tmp_path):
 @pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
 def test_failure_keeps_the_old_directory_and_leaves_no_scratch(tmp_path, error):
     final = tmp_path / "run"
-    final.mkdir()
-    (final / "old.txt").write_text("old")
+    _old_run(final)
     with pytest.raises(type(error)), staged_directory(final, overwrite=True) as staging:
         (staging / "half.txt").write_text("half")
         raise error

@@ -6,6 +6,8 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
+import socket
+import urllib.parse
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +132,18 @@ def resolve(name: str, cache_dir: str | os.PathLike[str] | None = None) -> str:
     return name
 
 
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub (``$HF_ENDPOINT``) answers a TCP connection; ``False`` when offline mode is set."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout).close()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def load_backbone(
     name: str, *, cache_dir: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32
 ) -> Backbone:
@@ -138,10 +152,14 @@ def load_backbone(
     local = Path(location).expanduser()
     if local.exists() and not (local / "config.json").is_file():
         raise UserError(f"backbone directory {local} has no config.json")
+    # Offline, the Hub client retries for half a minute before failing: look only in its cache instead.
+    offline = {"local_files_only": True} if not local.exists() and not hub_reachable() else {}
     try:
-        config = AutoConfig.from_pretrained(location)
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        model = AutoModel.from_pretrained(location, config=config, dtype=dtype)
+        config = AutoConfig.from_pretrained(location, **offline)
+        tokenizer = AutoTokenizer.from_pretrained(location, **offline)
+        # Templates cut long texts to the budget themselves; the tokenizer's "indexing errors" warning is noise.
+        getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = True
+        model = AutoModel.from_pretrained(location, config=config, dtype=dtype, **offline)
     except (OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UserError(

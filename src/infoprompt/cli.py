@@ -5,9 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 from collections.abc import Sequence
 
 from infoprompt.errors import UserError
+from infoprompt.validation import finite_number, nonnegative_int, option, positive_int
+
+POSITIVE = option(positive_int)
+COUNT = option(nonnegative_int)
+NON_NEGATIVE = option(finite_number, float)
+POSITIVE_FLOAT = option(lambda value, name: finite_number(value, name, positive=True), float)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes are one line on stderr (exit 2), like every other user error."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        message = message.replace("\r", "\\r").replace("\n", "\\n")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def parse_shots(value: str) -> int | None:
@@ -25,11 +40,11 @@ def parse_shots(value: str) -> int | None:
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (defaults come from the method)")
-    group.add_argument("--n-prompts", type=int, default=4, help="prompt tokens n_p (default 4)")
-    group.add_argument("--beta", type=float, help="weight of the representation MI loss")
-    group.add_argument("--gamma", type=float, help="weight of the head MI loss")
-    group.add_argument("--n-negatives", type=int, help="K, negatives per InfoNCE term (default 32)")
-    group.add_argument("--rank", type=int, help="rank of the prompt generator projections (default 64)")
+    group.add_argument("--n-prompts", type=COUNT, default=4, help="prompt tokens n_p (default 4)")
+    group.add_argument("--beta", type=NON_NEGATIVE, help="weight of the representation MI loss")
+    group.add_argument("--gamma", type=NON_NEGATIVE, help="weight of the head MI loss")
+    group.add_argument("--n-negatives", type=POSITIVE, help="K, negatives per InfoNCE term (default 32)")
+    group.add_argument("--rank", type=POSITIVE, help="rank of the prompt generator projections (default 64)")
     group.add_argument("--pooling", choices=("mean", "cls", "embeddings", "spans"),
                        help="generator input P': the no-prompt pass pooled by mean (default) or cls, or the mean "
                             "input embedding (embeddings: one encoder pass at prediction instead of two); spans: "
@@ -43,21 +58,21 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--template", help="template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
     group.add_argument("--verbalizer-init", action=argparse.BooleanOptionalAction, default=None,
                        help="initialise head rows from label-word embeddings")
-    group.add_argument("--kl-weight", type=float, help="weight of the optional KL term (default 0)")
-    group.add_argument("--max-length", type=int, help="token budget per input (default 128)")
+    group.add_argument("--kl-weight", type=NON_NEGATIVE, help="weight of the optional KL term (default 0)")
+    group.add_argument("--max-length", type=POSITIVE, help="token budget per input (default 128)")
     group.add_argument("--no-truncate", action="store_true", help="reject inputs longer than --max-length")
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=int, default=30)
-    group.add_argument("--batch-size", type=int, default=8)
-    group.add_argument("--lr", type=float, help="learning rate (default: the method's, 1e-3 for prompts)")
-    group.add_argument("--weight-decay", type=float, default=0.01)
-    group.add_argument("--max-steps", type=int, help="stop after this many steps")
-    group.add_argument("--eval-every", type=int, default=0, help="periodic evaluation every N steps")
-    group.add_argument("--eval-every-epochs", type=int, default=5, help="periodic evaluation every N epochs (0: none)")
-    group.add_argument("--eval-subset", type=int, default=256, help="eval examples used by periodic evaluations")
+    group.add_argument("--epochs", type=POSITIVE, default=30, help="passes over the training set (at least 1)")
+    group.add_argument("--batch-size", type=POSITIVE, default=8)
+    group.add_argument("--lr", type=POSITIVE_FLOAT, help="learning rate (default: the method's, 1e-3 for prompts)")
+    group.add_argument("--weight-decay", type=NON_NEGATIVE, default=0.01)
+    group.add_argument("--max-steps", type=POSITIVE, help="stop after this many steps")
+    group.add_argument("--eval-every", type=COUNT, default=0, help="periodic evaluation every N steps")
+    group.add_argument("--eval-every-epochs", type=COUNT, default=5, help="periodic evaluation every N epochs (0: none)")
+    group.add_argument("--eval-subset", type=COUNT, default=256, help="eval examples used by periodic evaluations")
     group.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
     group.add_argument("--select", choices=("none", "holdout"),
                        help="none: train all epochs; holdout: pick the epoch count on a held-out slice of the few-shot "
@@ -112,18 +127,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from infoprompt.io_utils import atomic_write_json
+    from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.model import PromptClassifier
     from infoprompt.pipeline import read_split
     from infoprompt.training import evaluate, resolve_device
 
     device = resolve_device(args.device)
+    if args.output:
+        check_output_file(args.output)
+    task = adapter_task(args.adapter)
+    if task is not None:  # bad data fails before the encoder loads
+        examples = read_split(task, args.split or task.eval_split, args.data_dir, args.source)
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
     split = args.split or model.task.eval_split
-    examples = read_split(model.task, split, args.data_dir, args.source)
+    if task is None:
+        examples = read_split(model.task, split, args.data_dir, args.source)
     metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
     record = {"adapter": str(args.adapter), "task": model.task.name, "split": split, "n": len(examples), "metrics": metrics}
-    print(json.dumps(record, sort_keys=True))
+    print(json.dumps(record, sort_keys=True, allow_nan=False))
     if args.output:
         atomic_write_json(args.output, record)
     return 0
@@ -131,20 +152,46 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
-    from infoprompt.io_utils import atomic_write_text
+    from infoprompt.io_utils import atomic_write_text, check_output_file
     from infoprompt.model import PromptClassifier
     from infoprompt.training import predict, resolve_device
 
     device = resolve_device(args.device)
+    if args.output:
+        check_output_file(args.output)
+    task = adapter_task(args.adapter)
+    inputs = read_inputs(args.input, task, encoding=args.encoding) if task is not None else None
     model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
-    rows = read_inputs(args.input, model.task)
-    lines = [json.dumps(record, sort_keys=True) for record in predict(model, rows, args.batch_size, args.precision)]
+    if inputs is None:
+        inputs = read_inputs(args.input, model.task, encoding=args.encoding)
+    if inputs.skipped and not args.quiet:
+        print(f"infoprompt: skipped {inputs.skipped} blank line(s); each record names its input line",
+              file=sys.stderr)
+    records = predict(model, inputs.rows, args.batch_size, args.precision, inputs.sources)
+    lines = [json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False)
+             for line, record in zip(inputs.lines, records, strict=True)]
     text = "".join(line + "\n" for line in lines)
     if args.output:
         atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def adapter_task(directory: str):
+    """The task an adapter's config names, read without loading the model, so that bad input data fails
+    before the encoder loads; ``None`` when the config is unreadable (loading the adapter then says why)."""
+    from pathlib import Path
+
+    from infoprompt.io_utils import read_json_object
+    from infoprompt.model import CONFIG_NAME, ClassifierConfig
+    from infoprompt.tasks import get_task
+
+    path = Path(directory) / CONFIG_NAME
+    try:
+        return get_task(ClassifierConfig.from_json(read_json_object(path), str(path)).task)
+    except UserError:
+        return None
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -164,7 +211,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="infoprompt", description=__doc__)
+    parser = OneLineParser(prog="infoprompt", description=__doc__)
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -178,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--task", required=True)
     train.add_argument("--method", default="infoprompt")
     train.add_argument("--shots", type=parse_shots, default=64, help="training examples per seed, or 'full' (default 64)")
-    train.add_argument("--seed", type=int, default=1)
+    train.add_argument("--seed", type=COUNT, default=1)
     train.add_argument("--sampling", choices=("proportional", "balanced"), default="proportional",
                        help="share --shots over classes proportionally (default) or evenly")
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
@@ -192,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
     evaluate.add_argument("--adapter", required=True)
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
-    evaluate.add_argument("--batch-size", type=int, default=64)
+    evaluate.add_argument("--batch-size", type=POSITIVE, default=64)
     evaluate.add_argument("--output", help="also write the metrics JSON here")
     add_device_options(evaluate)
     common(evaluate)
@@ -202,8 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--adapter", required=True)
     predict.add_argument("--input", required=True, help="a .tsv with a header, a .jsonl, or - for stdin")
     predict.add_argument("--output", help="write predictions here instead of stdout")
-    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument("--batch-size", type=POSITIVE, default=64)
+    predict.add_argument("--encoding", default="utf-8",
+                         help="text encoding of the input (default utf-8; a byte-order mark is skipped)")
     predict.add_argument("--cache-dir")
+    predict.add_argument("--quiet", action="store_true", help="no progress bars or notices")
     add_device_options(predict)
     predict.set_defaults(handler=cmd_predict)
 
@@ -237,6 +287,15 @@ def _extensions():
     return registrars
 
 
+def _quiet_libraries() -> None:
+    """``--quiet`` also silences the progress bars of transformers and the Hub (e.g. "Loading weights")."""
+    import huggingface_hub.utils
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+
+
 def _version() -> str:
     from infoprompt import __version__
 
@@ -246,6 +305,8 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "quiet", False):
+        _quiet_libraries()
     try:
         return int(args.handler(args) or 0)
     except UserError as error:

@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """An error caused by the user's input; the CLI prints it as one line and exits with status 2."""
+
+    def __str__(self) -> str:
+        # The message may quote the user's text (a key, a cell), line breaks included; it stays one line.
+        return super().__str__().replace("\r", "\\r").replace("\n", "\\n")

@@ -10,19 +10,20 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.baselines.bottleneck import BottleneckAdapters
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_bytes, atomic_write_json, read_json_object
+from infoprompt.io_utils import atomic_write_json, read_json_object, write_safetensors
 from infoprompt.methods import MethodPreset, get_method
 from infoprompt.objectives import MI_NEGATIVES, HeadMI, RepresentationMI, mi_cap, sample_context_negatives
 from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.readouts import READOUTS, mean_pool, read_out, readout_width
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
+from infoprompt.validation import check_finite, check_labels, validate_classifier_config
 
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 CONFIG_NAME = "adapter_config.json"
@@ -114,7 +115,11 @@ class ClassifierConfig:
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
         if self.n_negatives < 1:
             raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
+        check_labels(values["labels"], task)
         return ClassifierConfig(**values)
+
+    def __post_init__(self) -> None:
+        validate_classifier_config(self)
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -133,8 +138,16 @@ class ClassifierConfig:
         missing = [name for name in ("task", "method", "backbone") if name not in data]
         if missing:
             raise UserError(f"{where}: missing field(s) {', '.join(missing)}")
+        if not isinstance(data.get("labels", ()), list | tuple):
+            raise UserError(f"{where}: labels must be a list of names, got {data['labels']!r}")
         data["labels"] = tuple(data.get("labels", ()))
-        return cls(**data)
+        try:
+            config = cls(**data)
+            if config.labels:
+                check_labels(config.labels, get_task(config.task))
+        except UserError as error:
+            raise UserError(f"{where}: {error}") from None
+        return config
 
 
 def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:
@@ -426,11 +439,7 @@ class PromptClassifier(nn.Module):
         """Write the trained parameters (safetensors) and the config (JSON), each atomically."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        state = self.trainable_state()
-        tmp = directory / f".{WEIGHTS_NAME}.writing"
-        save_file(state, str(tmp), metadata={"format": "pt", "infoprompt_format": str(FORMAT_VERSION)})
-        atomic_write_bytes(directory / WEIGHTS_NAME, tmp.read_bytes())
-        tmp.unlink()
+        write_safetensors(directory / WEIGHTS_NAME, self.trainable_state(), FORMAT_VERSION)
         atomic_write_json(directory / CONFIG_NAME, self.config.to_json())
 
     @classmethod
@@ -476,4 +485,5 @@ def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str
     for name, tensor in state.items():
         if tensor.shape != expected[name].shape:
             raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+    check_finite(state, str(path))
     return state

@@ -16,10 +16,11 @@ import infoprompt
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.baselines import build_model, fit_function
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, staged_directory
+from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
 from infoprompt.training import TrainConfig, distributed_context, resolve_device
+from infoprompt.validation import nonnegative_int, positive_int
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"
@@ -55,6 +56,14 @@ class RunSpec:
     training: TrainConfig = field(default_factory=TrainConfig)
     cache_dir: str | None = None
     sampling: str = "proportional"
+
+    def __post_init__(self) -> None:
+        if self.shots is not None:
+            positive_int(self.shots, "shots")
+        nonnegative_int(self.n_prompts, "n_prompts")
+        nonnegative_int(self.seed, "seed")
+        if not isinstance(self.training, TrainConfig):
+            raise UserError(f"training must be a TrainConfig, got {self.training!r}")
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -122,6 +131,8 @@ def run_training(
     if not ddp.is_main:
         out = None  # under accelerate launch only the main process writes the run directory
     resolve_device(spec.training.device, ddp)  # a device this machine lacks fails before any work
+    if out is not None:
+        check_run_target(out, overwrite)  # so does an output that may not or cannot be written
     train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
     eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
     sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels, strategy=spec.sampling)

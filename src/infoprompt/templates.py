@@ -174,7 +174,8 @@ class TemplateEncoder:
             if not self.truncate:
                 raise UserError(
                     f"{where}: input has {sum(lengths.values()) + self.fixed_length} tokens, more than "
-                    f"max_length={self.max_length} (enable truncation or raise --max-length)"
+                    f"max_length={self.max_length}, and truncation is off (shorten the input; when training, raise "
+                    "--max-length or drop --no-truncate)"
                 )
             lengths = shorten_longest_first(lengths, budget, self.policies)
         kept = {name: cut(ids, lengths[name], self.policies[name]) for name, ids in field_ids.items()}

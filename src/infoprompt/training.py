@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +19,7 @@ from infoprompt.metrics import compute_metrics
 from infoprompt.model import PromptClassifier
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, EncodedPair, collate
+from infoprompt.validation import check_finite, positive_int, validate_train_config
 
 
 @dataclass
@@ -83,6 +85,9 @@ class TrainConfig:
     holdout_fraction: float = 0.25
     patience: int = 5
     warm_start: bool | None = None
+
+    def __post_init__(self) -> None:
+        validate_train_config(self, PRECISIONS)
 
 
 PRECISIONS = ("fp32", "bf16")
@@ -197,6 +202,7 @@ def pad_id(model: PromptClassifier) -> int:
 
 
 def batches(indices: Sequence[int], size: int) -> list[list[int]]:
+    positive_int(size, "batch size")  # a size < 1 would make no batch at all and leave results unset
     return [list(indices[i : i + size]) for i in range(0, len(indices), size)]
 
 
@@ -289,7 +295,7 @@ def predict_encoded(
     device = model_device(model)
     was_training = model.training
     model.eval()
-    probabilities = (torch.zeros if ddp.active else torch.empty)(len(encoded), len(model.config.labels), device=device)
+    probabilities = torch.zeros(len(encoded), len(model.config.labels), device=device)
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
     with autocast(device, precision):
         for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
@@ -319,12 +325,15 @@ def evaluate(
 
 
 def predict(
-    model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32"
+    model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32",
+    sources: Sequence[str] | None = None,
 ) -> list[dict[str, object]]:
-    """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields)."""
+    """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields); ``sources``
+    name the inputs in error messages (default ``input N``)."""
     if not inputs:
         return []
-    encoded = encode_examples(model, [Example(fields=f, source=f"input {i + 1}") for i, f in enumerate(inputs)])
+    sources = sources or [f"input {i + 1}" for i in range(len(inputs))]
+    encoded = encode_examples(model, [Example(fields=f, source=s) for f, s in zip(inputs, sources, strict=True)])
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     labels = model.config.labels
     return [
@@ -383,7 +392,7 @@ class JsonlLog:
 
     def write(self, record: dict[str, object]) -> None:
         if self.handle is not None:
-            self.handle.write(json.dumps(record, sort_keys=True) + "\n")
+            self.handle.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
             self.handle.flush()
 
     def close(self) -> None:
@@ -592,6 +601,13 @@ def train(
                     torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
                 optimizer.step()
                 step += 1
+                if not math.isfinite(last["total"]):
+                    bar.close()
+                    log.close()
+                    raise UserError(
+                        f"training diverged: the loss is {last['total']} at step {step} (epoch {epoch + 1}); "
+                        f"try a smaller --lr (was {lr:g}), smaller --beta/--gamma, or another --seed"
+                    )
                 saturation.update(step, bounds)
                 log.write({"type": "step", "phase": phase, "step": step, "epoch": epoch + 1, "lr": lr,
                            **{f"loss_{k}": v for k, v in last.items()}, **bounds})
@@ -619,6 +635,7 @@ def train(
     train_started = time.perf_counter()
     step, last, saturation = run_epochs(train_set, epochs, "train")
     _broadcast_parameters(parameters, ddp)
+    check_finite({n: p for n, p in model.named_parameters() if p.requires_grad}, "training diverged: parameter")
     train_seconds = time.perf_counter() - train_started - eval_seconds
 
     final: dict[str, float] = {}

@@ -7,6 +7,7 @@ import json
 import math
 
 from infoprompt.cli import parse_shots
+from infoprompt.io_utils import finite_json
 
 
 def _common(parser: argparse.ArgumentParser, default_name: str) -> None:
@@ -227,7 +228,7 @@ def cmd_landscape(args: argparse.Namespace) -> int:
             f"roughness[{surface}]: mean {roughness['mean']:.3f}, variance {roughness['variance']:.3f} "
             f"over {roughness['n_directions']} directions"
         )
-    print(json.dumps({"trajectories": record["trajectories"]}, sort_keys=True))
+    print(json.dumps(finite_json({"trajectories": record["trajectories"]}), sort_keys=True, allow_nan=False))
     return 0
 
 

@@ -189,7 +189,7 @@ def discover_runs(paths: Sequence[str | os.PathLike[str]]) -> list[RunLog]:
         if (path / LOG_NAME).is_file():
             directories.append(path)
             continue
-        # Skip the runner's scratch directories (.name.partial / .name.old): they are not finished runs.
+        # Skip the runner's hidden scratch directories (.name.<pid>.….partial / .old): they are not finished runs.
         found = sorted(
             p.parent
             for p in path.rglob(LOG_NAME)

@@ -11,9 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from infoprompt.io_utils import atomic_write_bytes, atomic_write_text, finite_json
+from infoprompt.io_utils import atomic_write_json as _strict_write_json
 
 __all__ = ["atomic_write_json", "load_npz", "output_path", "write_csv", "write_npz"]
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: object) -> None:
+    """A figure's numbers as JSON; an undefined statistic (a std of one run) is written as ``"nan"``."""
+    _strict_write_json(path, finite_json(obj))
 
 
 def output_path(out: str | os.PathLike[str], name: str, suffix: str) -> Path:

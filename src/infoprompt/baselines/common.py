@@ -6,12 +6,11 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_bytes, atomic_write_json
+from infoprompt.io_utils import atomic_write_json, write_safetensors
 from infoprompt.methods import get_method
 from infoprompt.model import (
     CONFIG_NAME,
@@ -104,10 +103,7 @@ def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config
     """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``adapter_config.json`` atomically."""
     directory.mkdir(parents=True, exist_ok=True)
     if state is not None:
-        tmp = directory / f".{WEIGHTS_NAME}.writing"
-        save_file(state, str(tmp), metadata={"format": "pt", "infoprompt_format": str(FORMAT_VERSION)})
-        atomic_write_bytes(directory / WEIGHTS_NAME, tmp.read_bytes())
-        tmp.unlink()
+        write_safetensors(directory / WEIGHTS_NAME, state, FORMAT_VERSION)
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
 
 

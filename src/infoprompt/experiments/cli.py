@@ -13,6 +13,13 @@ def _csv(value: str) -> list[str]:
     return items
 
 
+def _ints(value: str) -> list[int]:
+    try:
+        return [int(x) for x in _csv(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+
+
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Grid values given on the command line; they replace the grid file's in every block."""
     overrides: dict[str, Any] = {}
@@ -77,7 +84,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from infoprompt.cli import parse_shots
+    from infoprompt.cli import COUNT, POSITIVE, parse_shots
 
     sweep = subparsers.add_parser(
         "sweep", help="run tasks × methods × shots × n_p × seeds, resumable, one record per cell",
@@ -90,18 +97,18 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--tasks", type=_csv, help="comma-separated tasks (replaces the grid's)")
     sweep.add_argument("--methods", type=_csv, help="comma-separated methods")
     sweep.add_argument("--shots", type=lambda v: [parse_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
-    sweep.add_argument("--n-prompts", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,4")
-    sweep.add_argument("--seeds", type=lambda v: [int(x) for x in _csv(v)], help="e.g. 1,2,3")
+    sweep.add_argument("--n-prompts", type=_ints, help="e.g. 1,4")
+    sweep.add_argument("--seeds", type=_ints, help="e.g. 1,2,3")
     sweep.add_argument("--backbone", help="minilm, mpnet, a Hugging Face id or a local path")
-    sweep.add_argument("--epochs", type=int)
-    sweep.add_argument("--batch-size", type=int)
-    sweep.add_argument("--max-steps", type=int)
-    sweep.add_argument("--eval-every-epochs", type=int, help="periodic evaluations (0: only the final one)")
+    sweep.add_argument("--epochs", type=POSITIVE)
+    sweep.add_argument("--batch-size", type=POSITIVE)
+    sweep.add_argument("--max-steps", type=POSITIVE)
+    sweep.add_argument("--eval-every-epochs", type=COUNT, help="periodic evaluations (0: only the final one)")
     sweep.add_argument("--no-feature-cache", action="store_true")
     sweep.add_argument("--shard", help="run shard i/n (1 <= i <= n) of the cells, e.g. $((SLURM_ARRAY_TASK_ID+1))/8")
     sweep.add_argument("--save-runs", action="store_true", help="also keep each cell's adapter and training log")
     sweep.add_argument("--list", action="store_true", help="list the cells and their status, run nothing")
-    sweep.add_argument("--threads", type=int, help="torch CPU threads")
+    sweep.add_argument("--threads", type=POSITIVE, help="torch CPU threads")
     sweep.add_argument("--device", help="auto, cpu, cuda, cuda:N (default: the grid's, else auto)")
     sweep.add_argument("--precision", choices=("fp32", "bf16"), help="default: the grid's, else fp32")
     sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
@@ -120,7 +127,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--out", help="output directory (default: the first RESULTS/report)")
     report.add_argument("--metric", help="metric to tabulate (default: each task's primary metric)")
     report.add_argument("--tasks", type=_csv, help="columns: these tasks in this order")
-    report.add_argument("--digits", type=int, default=4)
+    report.add_argument("--digits", type=COUNT, default=4)
     report.add_argument("--compare", action="append", metavar="METHOD:BASELINE",
                         help="paired per-seed differences with an exact sign-flip test (repeatable; default: "
                              "infoprompt against its ablations and the baselines present)")

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import read_lines
 from infoprompt.methods import get_method
 from infoprompt.model import ClassifierConfig
 from infoprompt.pipeline import RunSpec
@@ -134,10 +135,15 @@ def _parse_int(value: Any, where: str, minimum: int) -> int:
     return number
 
 
+def _unknown(keys: Iterable[Any], allowed: Sequence[str]) -> list[str]:
+    """The keys not in ``allowed``, as text (YAML keys may be numbers or null)."""
+    return sorted(repr(key) if not isinstance(key, str) else key for key in keys if key not in allowed)
+
+
 def _check_mapping(value: Any, allowed: Sequence[str], where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _fail(where, f"expected a mapping of {', '.join(allowed)}")
-    unknown = sorted(set(value) - set(allowed))
+    unknown = _unknown(value, allowed)
     if unknown:
         raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
     return dict(value)
@@ -163,15 +169,23 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     seeds = [_parse_int(v, f"{where}.seeds", 0) for v in _as_list(block["seeds"], f"{where}.seeds")]
     training = _check_mapping(block["training"], TRAINING_KEYS, f"{where}.training")
     classifier = _check_mapping(block["classifier"], CLASSIFIER_KEYS, f"{where}.classifier")
+    # Values are checked here, before any cell runs, not by the first cell that uses them.
     try:
         TrainConfig(**training)
-    except TypeError as error:
+    except (TypeError, UserError) as error:
         raise _fail(f"{where}.training", str(error)) from None
+    try:
+        ClassifierConfig(task=tasks[0], method=methods[0], backbone=str(block["backbone"]), **classifier)
+    except (TypeError, UserError) as error:
+        raise _fail(f"{where}.classifier", str(error)) from None
     if not isinstance(block["backbone"], str) or not block["backbone"]:
         raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
-    if block["source"] not in ("files", "hub"):
+    for name in ("data_dir", "cache_dir"):
+        if block[name] is not None and not isinstance(block[name], str):
+            raise _fail(f"{where}.{name}", f"expected a directory path, got {block[name]!r}")
+    if not isinstance(block["source"], str) or block["source"] not in ("files", "hub"):
         raise _fail(f"{where}.source", f"expected 'files' or 'hub', got {block['source']!r}")
-    if block["sampling"] not in ALLOCATIONS:
+    if not isinstance(block["sampling"], str) or block["sampling"] not in ALLOCATIONS:
         raise _fail(f"{where}.sampling", f"expected one of {', '.join(ALLOCATIONS)}, got {block['sampling']!r}")
     cells = []
     for task in tasks:
@@ -205,7 +219,7 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
     if not isinstance(config, dict):
         raise _fail(where, "expected a mapping at the top level")
     allowed = (*AXES, *SETTINGS, "grids")
-    unknown = sorted(set(config) - set(allowed))
+    unknown = _unknown(config, allowed)
     if unknown:
         raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
     top = merge_block(DEFAULT_BLOCK, {k: v for k, v in config.items() if k != "grids"})
@@ -219,7 +233,7 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
         block_where = f"{where}.grids[{index}]" if config.get("grids") is not None else where
         if not isinstance(block, dict):
             raise _fail(block_where, "expected a mapping")
-        unknown = sorted(set(block) - set(AXES) - set(SETTINGS))
+        unknown = _unknown(block, (*AXES, *SETTINGS))
         if unknown:
             raise _fail(block_where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join((*AXES, *SETTINGS))}")
         merged = merge_block(merge_block(top, block), overrides or {})
@@ -238,7 +252,7 @@ def read_grid_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"grid file {path} not found")
-    text = path.read_text(encoding="utf-8")
+    text = "\n".join(line for _, line in read_lines(path))
     if path.suffix in (".yaml", ".yml"):
         try:
             data = yaml.safe_load(text)

@@ -90,6 +90,7 @@ def failure_record(cell: Cell, error: BaseException, seconds: float) -> dict[str
         "settings_hash": cell.settings_hash,
         "seconds": seconds,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "recorded_at": time.time(),  # to the sub-second, unlike file times, which lag on coarse kernel clocks
     }
 
 
@@ -118,6 +119,7 @@ def run_sweep(
     backbones: BackboneCache | None = None,
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
+    pass_started: float | None = None,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` and store one record per cell in ``results_dir``.
 
@@ -125,13 +127,19 @@ def run_sweep(
     cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
     again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record. Each cell is claimed
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
+    A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
+    taken, so workers of one pass do not each run a failing cell.
     """
     results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
     echo = echo or tqdm.write
     backbones = backbones or BackboneCache()
     ddp = distributed_context()
     started = time.perf_counter()
+    pass_started = time.time() if pass_started is None else pass_started
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
     claims = not ddp.active
@@ -142,7 +150,7 @@ def run_sweep(
         # Several sweeps may share this directory: take the cell only if no live worker holds it and nobody
         # finished it since this sweep started. (The processes of one multi-process sweep are one worker and
         # must all run the same cells, so they do not claim.)
-        if claims and (not try_claim(results_dir, cell) or _finished_meanwhile(results_dir, cell)):
+        if claims and (not try_claim(results_dir, cell) or _taken_meanwhile(results_dir, cell, pass_started)):
             summary.claimed_elsewhere += 1
             continue
         try:
@@ -156,11 +164,25 @@ def run_sweep(
     return summary
 
 
-def _finished_meanwhile(results_dir: Path, cell: Cell) -> bool:
-    if is_finished(read_record(record_path(results_dir, cell))):
+def _taken_meanwhile(results_dir: Path, cell: Cell, pass_started: float) -> bool:
+    """Whether another worker finished the cell, or failed it during this pass (a rerun retries it, but
+    every worker of one pass does not)."""
+    path = record_path(results_dir, cell)
+    record = read_record(path)
+    if is_finished(record) or (record is not None and _recorded_since(record, path, pass_started)):
         release_claim(results_dir, cell)
         return True
     return False
+
+
+def _recorded_since(record: dict[str, Any], path: Path, moment: float) -> bool:
+    stamp = record.get("recorded_at")
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return stamp >= moment
+    try:
+        return path.stat().st_mtime >= moment
+    except OSError:
+        return False
 
 
 def _run_cell(

@@ -98,10 +98,16 @@ def load_split(task: TaskSpec, split: str, data_dir: str | os.PathLike[str] | No
     path = resolve_data_dir(data_dir) / location
     if not path.is_file():
         raise UserError(f"data file {path} for task {task.name} ({split}) not found")
-    examples = task.reader(path)[rows]
+    every = task.reader(path)
+    examples = every[rows]
     for example in examples:
         if example.label is not None:
             task.label_index(example.label, where=example.source)
+    if not examples and every:
+        raise UserError(
+            f"the {split} split of task {task.name} is rows [{task.splits[split].rsplit('[', 1)[1]} of {path}, "
+            f"which holds only {len(every)} example(s): that range is empty"
+        )
     if not examples:
         raise UserError(f"data file {path} holds no examples")
     return examples

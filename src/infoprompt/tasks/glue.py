@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import read_lines
 from infoprompt.tasks.base import Example, TaskSpec
 
 SINGLE_TEMPLATE = "<cls> <p> {sentence} <p> <mask> <p> <sep>"
@@ -17,66 +19,80 @@ def read_tsv(
     columns: dict[str, int],
     label_column: int,
     n_columns: int,
-    header: bool,
+    header: bool | Sequence[str],
     label_names: dict[str, str] | None = None,
 ) -> list[Example]:
     """Read a quote-free GLUE TSV file; every malformed row is reported with its file and line number.
 
-    The files hold bare ``"`` characters, so no CSV quoting is applied, and MRPC starts with a byte-order
-    mark, hence ``utf-8-sig``.
+    The files hold bare ``"`` characters, so no CSV quoting is applied; a UTF-8 byte-order mark (MRPC has
+    one) is skipped. ``header``: the column names the first line must hold, ``True`` for a header of any
+    names (which must not look like a data row), ``False`` for none.
     """
     examples: list[Example] = []
-    try:
-        handle = path.open(encoding="utf-8-sig", newline="")
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
-    with handle:
-        for line_number, raw in enumerate(handle, start=1):
-            if header and line_number == 1:
-                continue
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cells = line.split("\t")
-            if len(cells) != n_columns:
+    lines = read_lines(path)
+    if header is not False:
+        _check_header(path, lines, header, n_columns, label_column, label_names)
+        lines = lines[1:]
+    for line_number, line in lines:
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) != n_columns:
+            raise UserError(
+                f"{path}:{line_number}: expected {n_columns} tab-separated columns, found {len(cells)}"
+            )
+        raw_label = cells[label_column].strip()
+        if label_names is not None:
+            if raw_label not in label_names:
                 raise UserError(
-                    f"{path}:{line_number}: expected {n_columns} tab-separated columns, found {len(cells)}"
+                    f"{path}:{line_number}: unknown label {raw_label!r}; expected one of "
+                    f"{', '.join(label_names)}"
                 )
-            raw_label = cells[label_column].strip()
-            if label_names is not None:
-                if raw_label not in label_names:
-                    raise UserError(
-                        f"{path}:{line_number}: unknown label {raw_label!r}; expected one of "
-                        f"{', '.join(label_names)}"
-                    )
-                label = label_names[raw_label]
-            else:
-                label = raw_label
-            fields = {name: cells[index].strip() for name, index in columns.items()}
-            empty = [name for name, text in fields.items() if not text]
-            if empty:
-                raise UserError(f"{path}:{line_number}: empty text field(s) {', '.join(empty)}")
-            examples.append(Example(fields=fields, label=label, source=f"{path}:{line_number}"))
+            label = label_names[raw_label]
+        else:
+            label = raw_label
+        fields = {name: cells[index].strip() for name, index in columns.items()}
+        empty = [name for name, text in fields.items() if not text]
+        if empty:
+            raise UserError(f"{path}:{line_number}: empty text field(s) {', '.join(empty)}")
+        examples.append(Example(fields=fields, label=label, source=f"{path}:{line_number}"))
     return examples
 
 
+def _check_header(
+    path: Path, lines: list[tuple[int, str]], header: bool | Sequence[str], n_columns: int, label_column: int,
+    label_names: dict[str, str] | None,
+) -> None:
+    """The first line must be the header: a data row there would silently be lost, a wrong one misread."""
+    first = lines[0][1] if lines else ""
+    cells = [cell.strip() for cell in first.split("\t")]
+    expected = "\t".join(header) if header is not True else f"{n_columns} column names"
+    if len(cells) == n_columns and label_names is not None and cells[label_column] in label_names:
+        raise UserError(f"{path}:1: the file has no header line (expected {expected!r} before the data rows)")
+    if header is True:
+        if len(cells) != n_columns:
+            raise UserError(f"{path}:1: header has {len(cells)} tab-separated columns, expected {n_columns}")
+    elif cells != list(header):
+        raise UserError(f"{path}:1: header {first!r} is not the expected {expected!r}")
 def _read_sst2(path: Path) -> list[Example]:
     return read_tsv(
-        path, columns={"sentence": 0}, label_column=1, n_columns=2, header=True,
+        path, columns={"sentence": 0}, label_column=1, n_columns=2, header=("sentence", "label"),
         label_names={"0": "negative", "1": "positive"},
     )
 
 
 def _read_mrpc(path: Path) -> list[Example]:
     return read_tsv(
-        path, columns={"sentence1": 3, "sentence2": 4}, label_column=0, n_columns=5, header=True,
+        path, columns={"sentence1": 3, "sentence2": 4}, label_column=0, n_columns=5,
+        header=("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
         label_names={"0": "not_equivalent", "1": "equivalent"},
     )
 
 
 def _read_rte(path: Path) -> list[Example]:
     return read_tsv(
-        path, columns={"sentence1": 1, "sentence2": 2}, label_column=3, n_columns=4, header=True,
+        path, columns={"sentence1": 1, "sentence2": 2}, label_column=3, n_columns=4,
+        header=("index", "sentence1", "sentence2", "label"),
         label_names={"entailment": "entailment", "not_entailment": "not_entailment"},
     )
 

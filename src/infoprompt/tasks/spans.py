@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import read_lines
 
 # Entity markers of the relation templates (punctuation, so every tokenizer has them as plain tokens).
 HEAD_MARK = "@"
@@ -15,22 +16,17 @@ TAIL_MARK = "#"
 
 def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
     """Yield ``("<path>:<line>", record)`` for every non-blank line of a JSON-lines file."""
-    try:
-        handle = path.open(encoding="utf-8-sig")
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
-    with handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{where}: not valid JSON ({error.msg})") from None
-            if not isinstance(record, dict):
-                raise UserError(f"{where}: expected a JSON object, found {type(record).__name__}")
-            yield where, record
+    for line_number, line in read_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{where}: not valid JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{where}: expected a JSON object, found {type(record).__name__}")
+        yield where, record
 
 
 def require(record: dict, key: str, kind: type | tuple[type, ...], where: str):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import finite_json
 from infoprompt.theory.conditions import check_conditions, random_instance
 from infoprompt.theory.newton import (
     NewtonResult,
@@ -168,17 +168,6 @@ def _summary(result: NewtonResult) -> str:
     )
 
 
-def _finite(value: object) -> object:
-    """JSON has no inf/nan; write them as strings rather than produce invalid JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
-
-
 def _result_json(result: NewtonResult) -> dict[str, object]:
     return {
         "iterations": result.iterations,
@@ -249,7 +238,7 @@ def run_newton(args: argparse.Namespace) -> int:
             "conditions": asdict(report),
         }
         try:
-            Path(args.json).write_text(json.dumps(_finite(payload), indent=2) + "\n")
+            Path(args.json).write_text(json.dumps(finite_json(payload), indent=2, allow_nan=False) + "\n")
         except OSError as error:
             raise UserError(f"{args.json}: cannot write the JSON report ({error.strerror})") from None
     failed = [result.method for result in results if not result.converged]
