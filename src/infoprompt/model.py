@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -469,8 +470,11 @@ class PromptClassifier(nn.Module):
         return model
 
 
-def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Read ``adapter_model.safetensors`` and check its names and shapes against ``expected``."""
+def read_weights(
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = ()
+) -> dict[str, torch.Tensor]:
+    """Read ``adapter_model.safetensors`` and check its names, the shapes of all but ``free_shapes`` against
+    ``expected``, and that every value is finite."""
     path = directory / WEIGHTS_NAME
     if not path.is_file():
         raise UserError(f"adapter file {path} is missing")
@@ -483,7 +487,7 @@ def read_weights(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str
     if missing or unexpected:
         raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
     for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
+        if name not in free_shapes and tensor.shape != expected[name].shape:
             raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
     check_finite(state, str(path))
     return state

@@ -107,3 +107,44 @@ def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
 
 
+
+
+def finish_fit(
+    model: nn.Module, train_set, eval_examples, config, log, *, steps: int, loss: float, lr: float | None,
+    started: float, cache_seconds: float, train_seconds: float,
+) -> dict[str, object]:
+    """The final evaluation of a fitted baseline and its result dict, in the shape :func:`infoprompt.training.train`
+    returns (a fitted model has no MI terms, no periodic evaluations and no per-step timing of its own)."""
+    import time
+
+    from infoprompt.training import (  # training imports model, which imports us
+        encode_examples,
+        evaluate_encoded,
+    )
+
+    final: dict[str, float] = {}
+    final_seconds = 0.0
+    eval_set = encode_examples(model, eval_examples) if eval_examples else None
+    if eval_set is not None:
+        t0 = time.perf_counter()
+        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
+        final_seconds = time.perf_counter() - t0
+        log.write({"type": "final_eval", "step": steps, "n_eval": len(eval_set), **final})
+    log.close()
+    return {
+        "metrics": final,
+        "steps": steps,
+        "last_losses": {"total": loss, "pred": loss, "rep": 0.0, "head": 0.0, "kl": 0.0},
+        "n_train": len(train_set),
+        "n_eval": len(eval_set) if eval_set is not None else 0,
+        "truncated_train": sum(p.truncated for p in train_set.pairs),
+        "lr": lr,
+        "timings": {
+            "total_s": time.perf_counter() - started,
+            "feature_cache_s": cache_seconds,
+            "train_s": train_seconds,
+            "periodic_eval_s": 0.0,
+            "final_eval_s": final_seconds,
+            "step_s": 0.0,
+        },
+    }

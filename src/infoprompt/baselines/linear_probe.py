@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines.common import BaselineModel, write_adapter
+from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.logistic import REGULARISATION_C, fit_logistic_head, head_from_sklearn
 from infoprompt.model import ClassifierConfig, read_weights
@@ -97,7 +97,6 @@ def fit_linear_probe(
         autocast,
         batches,
         encode_examples,
-        evaluate_encoded,
         length_sorted,
         prompted_batch,
         resolve_device,
@@ -126,29 +125,5 @@ def fit_linear_probe(
     log = JsonlLog(log_path)
     log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": REGULARISATION_C})
 
-    final: dict[str, float] = {}
-    final_seconds = 0.0
-    eval_set = encode_examples(model, eval_examples) if eval_examples else None
-    if eval_set is not None:
-        t0 = time.perf_counter()
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
-        final_seconds = time.perf_counter() - t0
-        log.write({"type": "final_eval", "step": iterations, "n_eval": len(eval_set), **final})
-    log.close()
-    return {
-        "metrics": final,
-        "steps": iterations,
-        "last_losses": {"total": train_loss, "pred": train_loss, "rep": 0.0, "head": 0.0, "kl": 0.0},
-        "n_train": len(train_set),
-        "n_eval": len(eval_set) if eval_set is not None else 0,
-        "truncated_train": sum(p.truncated for p in train_set.pairs),
-        "lr": None,
-        "timings": {
-            "total_s": time.perf_counter() - started,
-            "feature_cache_s": cache_seconds,
-            "train_s": fit_seconds,
-            "periodic_eval_s": 0.0,
-            "final_eval_s": final_seconds,
-            "step_s": 0.0,
-        },
-    }
+    return finish_fit(model, train_set, eval_examples, config, log, steps=iterations, loss=train_loss, lr=None,
+                      started=started, cache_seconds=cache_seconds, train_seconds=fit_seconds)

@@ -14,17 +14,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines.common import BaselineModel, write_adapter
-from infoprompt.baselines.linear_probe import head_from_sklearn
+from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, read_json_object
-from infoprompt.model import WEIGHTS_NAME, ClassifierConfig
+from infoprompt.logistic import head_from_sklearn
+from infoprompt.model import ClassifierConfig, read_weights
 from infoprompt.tasks import Example
 from infoprompt.templates import (
     _FIELD,
@@ -287,7 +285,7 @@ class SetFitClassifier(BaselineModel):
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
         model = cls(backbone, config, settings)
         expected = model.saved_state()
-        state = _read_state(directory, expected)
+        state = read_weights(directory, expected, free_shapes=HEAD_ARRAYS)
         model.body[0].auto_model.load_state_dict({n[len("body."):]: t for n, t in state.items() if n.startswith("body.")})
         model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
         if saved.get("fitted"):
@@ -298,26 +296,6 @@ class SetFitClassifier(BaselineModel):
             classifier.n_features_in_ = classifier.coef_.shape[1]
             model.fitted = True
         return model.eval()
-
-
-def _read_state(directory: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Read the adapter weights and check names, and shapes except the regression's arrays (whose shapes
-    depend on the classes the training sample had)."""
-    path = directory / WEIGHTS_NAME
-    if not path.is_file():
-        raise UserError(f"adapter file {path} is missing")
-    try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError) as error:
-        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    for name, tensor in state.items():
-        if name not in HEAD_ARRAYS and tensor.shape != expected[name].shape:
-            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
-    return state
 
 
 @contextlib.contextmanager
@@ -356,7 +334,7 @@ def fit_setfit(
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from infoprompt.training import JsonlLog, TrainConfig, encode_examples, evaluate_encoded, resolve_device
+    from infoprompt.training import JsonlLog, TrainConfig, encode_examples, resolve_device
 
     config = config or TrainConfig()
     started = time.perf_counter()
@@ -426,29 +404,7 @@ def fit_setfit(
     model.to(device).eval()
     last = float(losses[-1]) if losses else 0.0
 
-    final: dict[str, float] = {}
-    final_seconds = 0.0
-    eval_set = encode_examples(model, eval_examples) if eval_examples else None
-    if eval_set is not None:
-        t0 = time.perf_counter()
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
-        final_seconds = time.perf_counter() - t0
-        log.write({"type": "final_eval", "step": steps, "n_eval": len(eval_set), **final})
-    log.close()
-    return {
-        "metrics": final,
-        "steps": steps,
-        "last_losses": {"total": last, "pred": last, "rep": 0.0, "head": 0.0, "kl": 0.0},
-        "n_train": len(train_set),
-        "n_eval": len(eval_set) if eval_set is not None else 0,
-        "truncated_train": sum(p.truncated for p in train_set.pairs),
-        "lr": settings.body_learning_rate,
-        "timings": {
-            "total_s": time.perf_counter() - started,
-            "feature_cache_s": 0.0,
-            "train_s": train_seconds,
-            "periodic_eval_s": 0.0,
-            "final_eval_s": final_seconds,
-            "step_s": train_seconds / steps if steps else 0.0,
-        },
-    }
+    result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last,
+                        lr=settings.body_learning_rate, started=started, cache_seconds=0.0, train_seconds=train_seconds)
+    result["timings"]["step_s"] = train_seconds / steps if steps else 0.0
+    return result
