@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from infoprompt.errors import UserError
 from infoprompt.metrics import compute_metrics
 from infoprompt.model import PromptClassifier
+from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, EncodedPair, collate
 from infoprompt.validation import check_finite, positive_int, validate_train_config
@@ -233,7 +234,7 @@ def cache_features(
     model.eval()
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
     with autocast(device, precision):
-        for chunk in tqdm(chunks, desc="no-prompt features", disable=not progress, leave=False):
+        for chunk in tqdm(chunks, desc="no-prompt features", disable=bar_disabled(progress), leave=False):
             p, z = model.plain_features(plain_batch(model, encoded, chunk))
             pooled[chunk], z_plain[chunk] = p.float(), z.float()
     model.train(was_training)
@@ -298,7 +299,7 @@ def predict_encoded(
     probabilities = torch.zeros(len(encoded), len(model.config.labels), device=device)
     chunks = ddp.share(batches(length_sorted(encoded), batch_size))
     with autocast(device, precision):
-        for chunk in tqdm(chunks, desc="predict", disable=not progress, leave=False):
+        for chunk in tqdm(chunks, desc="predict", disable=bar_disabled(progress), leave=False):
             logits, _, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
             probabilities[chunk] = logits.float().softmax(-1)
     model.train(was_training)
@@ -580,7 +581,7 @@ def train(
         step, last, saturation = 0, {}, Saturation()
         stop = after_epoch is not None and after_epoch(0)
         model.train()
-        bar = tqdm(total=total_steps, desc=f"{phase} {model.config.method}", disable=not progress)
+        bar = tqdm(total=total_steps, desc=f"{phase} {model.config.method}", disable=bar_disabled(progress))
         for epoch in range(epochs):
             if step >= total_steps or stop:
                 break

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
 from infoprompt.objectives import RepresentationMI, info_nce
+from infoprompt.progress import bar_disabled
 
 
 @dataclass
@@ -193,7 +194,7 @@ def estimate(
     cap = math.log(k + 1)
     curve = np.empty(config.steps)
     critic.train()
-    for step in tqdm(range(config.steps), desc=desc, disable=not config.progress, leave=False):
+    for step in tqdm(range(config.steps), desc=desc, disable=bar_disabled(config.progress), leave=False):
         index = torch.randperm(len(fit), generator=generator)[: config.batch_size]
         loss = _nce(critic, fit.subset(index), k, generator).mean()
         optimizer.zero_grad(set_to_none=True)

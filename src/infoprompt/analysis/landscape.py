@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
 from infoprompt.model import PromptClassifier
+from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch
 from infoprompt.training import cache_features, encode_examples, prompted_batch
@@ -120,7 +121,7 @@ class LandscapeEvaluator:
         task = np.empty(flat.shape[0])
         rep = np.empty(flat.shape[0]) if self.has_rep else None
         starts = range(0, flat.shape[0], self.points_per_pass)
-        for start in tqdm(starts, desc="landscape grid", disable=not progress):
+        for start in tqdm(starts, desc="landscape grid", disable=bar_disabled(progress)):
             chunk = flat[start : start + self.points_per_pass]
             ce, nce = self.losses(chunk)
             task[start : start + len(chunk)] = ce

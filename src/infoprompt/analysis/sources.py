@@ -18,6 +18,7 @@ from infoprompt.analysis.embeddings import embedding_statistics
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example, TaskSpec
 from infoprompt.templates import Template, collate
 from infoprompt.training import EncodedSet, batches, encode_examples, length_sorted, pad_id, prompted_batch
@@ -233,7 +234,7 @@ class StateCollector:
             for chunk in tqdm(
                 batches(length_sorted(encoded), self.batch_size),
                 desc=desc,
-                disable=not self.progress,
+                disable=bar_disabled(self.progress),
                 leave=False,
             ):
                 batch = prompted_batch(model, encoded, chunk)
@@ -251,7 +252,7 @@ class StateCollector:
             pooled = torch.empty(len(encoded), self.backbone.hidden_size)
             z_plain = torch.empty(len(encoded), self.backbone.hidden_size)
             chunks = batches(length_sorted(encoded), self.batch_size)
-            for chunk in tqdm(chunks, desc="no-prompt states", disable=not self.progress, leave=False):
+            for chunk in tqdm(chunks, desc="no-prompt states", disable=bar_disabled(self.progress), leave=False):
                 p, zp = model.plain_features(collate([encoded.pairs[i].plain for i in chunk], pad_id(model)))
                 pooled[chunk], z_plain[chunk] = p, zp
             self._plain[key] = (pooled, z_plain)

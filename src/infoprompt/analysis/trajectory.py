@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
 from infoprompt.model import PromptClassifier
+from infoprompt.progress import bar_disabled
 from infoprompt.prompts import StaticPrompt
 from infoprompt.tasks import Example
 from infoprompt.training import (
@@ -101,7 +102,7 @@ def record_trajectory(
     model.train()
     step = 0
     bar = tqdm(
-        total=config.steps, desc=f"trajectory {label or model.config.method}", disable=not config.progress
+        total=config.steps, desc=f"trajectory {label or model.config.method}", disable=bar_disabled(config.progress)
     )
     while step < config.steps:
         order = torch.randperm(len(train_set), generator=generator).tolist()

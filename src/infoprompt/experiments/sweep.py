@@ -30,6 +30,7 @@ from infoprompt.experiments.store import (
     write_record,
 )
 from infoprompt.pipeline import run_training
+from infoprompt.progress import bar_disabled
 from infoprompt.training import distributed_context
 
 Runner = Callable[..., dict[str, Any]]
@@ -144,7 +145,7 @@ def run_sweep(
     todo = [cell for cell in cells if status[cell.id] != "done"]
     claims = not ddp.active
     summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
-    bar = tqdm(todo, desc="sweep", unit="cell", disable=not (progress and ddp.is_main))
+    bar = tqdm(todo, desc="sweep", unit="cell", disable=bar_disabled(progress and ddp.is_main))
     for number, cell in enumerate(bar, start=1):
         bar.set_postfix_str(cell.id)
         # Several sweeps may share this directory: take the cell only if no live worker holds it and nobody
