@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from infoprompt.version import __version__  # noqa: F401  (re-exported)
 
 # The public API, imported lazily so that `infoprompt.theory` (NumPy/SciPy only) never loads torch.
 _API = {
@@ -21,7 +21,8 @@ _API = {
     "PromptClassifier": "infoprompt.model",
     "make_classifier": "infoprompt.api",
     "TrainConfig": "infoprompt.training",
-    "train": "infoprompt.training",
+    "train": "infoprompt.kinds",
+    "load_adapter": "infoprompt.kinds",
     "evaluate": "infoprompt.training",
     "predict": "infoprompt.training",
     "RunSpec": "infoprompt.pipeline",
@@ -40,6 +41,7 @@ __all__ = [
     "UserError",
     "evaluate",
     "get_task",
+    "load_adapter",
     "load_backbone",
     "load_split",
     "make_classifier",
@@ -53,11 +55,12 @@ if TYPE_CHECKING:
     from infoprompt.api import make_classifier
     from infoprompt.backbones import Backbone, load_backbone
     from infoprompt.errors import UserError
+    from infoprompt.kinds import load_adapter, train
     from infoprompt.methods import METHODS
     from infoprompt.model import ClassifierConfig, PromptClassifier
     from infoprompt.pipeline import RunSpec, run_training
     from infoprompt.tasks import Example, TaskSpec, get_task, load_split, sample_few_shot
-    from infoprompt.training import TrainConfig, evaluate, predict, train
+    from infoprompt.training import TrainConfig, evaluate, predict
 
 
 def __getattr__(name: str) -> Any:

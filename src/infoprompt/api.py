@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines import build_model
+from infoprompt.kinds import build_model
 from infoprompt.model import ClassifierConfig
 
 

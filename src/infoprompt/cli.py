@@ -128,7 +128,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
-    from infoprompt.model import PromptClassifier
+    from infoprompt.kinds import load_adapter
     from infoprompt.pipeline import read_split
     from infoprompt.training import evaluate, resolve_device
 
@@ -138,7 +138,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     task = adapter_task(args.adapter)
     if task is not None:  # bad data fails before the encoder loads
         examples = read_split(task, args.split or task.eval_split, args.data_dir, args.source)
-    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
+    model = load_adapter(args.adapter, cache_dir=args.cache_dir).to(device)
     split = args.split or model.task.eval_split
     if task is None:
         examples = read_split(model.task, split, args.data_dir, args.source)
@@ -153,7 +153,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text, check_output_file
-    from infoprompt.model import PromptClassifier
+    from infoprompt.kinds import load_adapter
     from infoprompt.training import predict, resolve_device
 
     device = resolve_device(args.device)
@@ -161,7 +161,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         check_output_file(args.output)
     task = adapter_task(args.adapter)
     inputs = read_inputs(args.input, task, encoding=args.encoding) if task is not None else None
-    model = PromptClassifier.from_pretrained(args.adapter, cache_dir=args.cache_dir).to(device)
+    model = load_adapter(args.adapter, cache_dir=args.cache_dir).to(device)
     if inputs is None:
         inputs = read_inputs(args.input, model.task, encoding=args.encoding)
     if inputs.skipped and not args.quiet:

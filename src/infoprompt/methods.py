@@ -97,6 +97,13 @@ METHODS: dict[str, MethodPreset] = {
 }
 
 
+def register_method(preset: MethodPreset) -> MethodPreset:
+    """Add (or replace) a row of the method table, e.g. a method of a kind registered with
+    :func:`infoprompt.kinds.register_kind`; returns it."""
+    METHODS[preset.name] = preset
+    return preset
+
+
 def get_method(name: str) -> MethodPreset:
     try:
         return METHODS[name]

@@ -244,7 +244,7 @@ class PromptClassifier(nn.Module):
         if self.preset.kind != "classifier":
             raise UserError(
                 f"method {self.preset.name} is not a PromptClassifier method; build it with "
-                "infoprompt.pipeline.build_classifier or infoprompt.baselines.build_model"
+                "infoprompt.pipeline.build_classifier or infoprompt.kinds.build_model"
             )
         config = config.resolved(self.task, self.preset)
         check_backbone(config, backbone)
@@ -447,27 +447,33 @@ class PromptClassifier(nn.Module):
     def from_pretrained(
         cls, directory: str | Path, backbone: Backbone | None = None, cache_dir: str | None = None
     ) -> PromptClassifier:
-        """Load an adapter; its backbone is loaded from the saved name unless one is given (and must match)."""
+        """Load a PromptClassifier adapter; its backbone is loaded from the saved name unless one is given (and
+        must match). Adapters of other kinds load with :func:`infoprompt.kinds.load_adapter`."""
         directory = Path(directory)
-        config_path = directory / CONFIG_NAME
-        weights_path = directory / WEIGHTS_NAME
-        if not directory.is_dir():
-            raise UserError(f"adapter directory {directory} does not exist")
-        if not config_path.is_file():
-            raise UserError(f"adapter file {config_path} is missing")
-        config = ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
-        kind = get_method(config.method).kind
-        if kind == "classifier" and not weights_path.is_file():
-            raise UserError(f"adapter file {weights_path} is missing")
+        config = read_adapter_config(directory)
+        if get_method(config.method).kind != "classifier":
+            raise UserError(f"{directory} holds a {config.method} adapter, not a PromptClassifier; load it with "
+                            "infoprompt.load_adapter (the CLI does)")
         if backbone is None:
             backbone = load_backbone(config.backbone, cache_dir=cache_dir)
-        if kind != "classifier":
-            from infoprompt.baselines import load_model  # peft / linear-probe adapters share this config file
+        return cls.load(directory, config, backbone)
 
-            return load_model(directory, config, backbone)
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:
+        """Build the adapter of ``config`` on ``backbone`` and read its trained parameters from ``directory``."""
         model = cls(backbone, config)
         model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model
+
+
+def read_adapter_config(directory: Path) -> ClassifierConfig:
+    """The config of the adapter saved in ``directory`` (any kind), with its files checked to be there."""
+    config_path = directory / CONFIG_NAME
+    if not directory.is_dir():
+        raise UserError(f"adapter directory {directory} does not exist")
+    if not config_path.is_file():
+        raise UserError(f"adapter file {config_path} is missing")
+    return ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
 
 
 def read_weights(

@@ -12,15 +12,15 @@ from pathlib import Path
 import torch
 import transformers
 
-import infoprompt
 from infoprompt.backbones import Backbone, load_backbone
-from infoprompt.baselines import build_model, fit_function
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
+from infoprompt.kinds import build_model, fit_function
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
 from infoprompt.training import TrainConfig, distributed_context, resolve_device
 from infoprompt.validation import nonnegative_int, positive_int
+from infoprompt.version import __version__
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"
@@ -108,7 +108,7 @@ def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
     return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cpu": cpu_model(),
-        "infoprompt": infoprompt.__version__,
+        "infoprompt": __version__,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

@@ -11,11 +11,11 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from infoprompt.backbones import load_backbone
-from infoprompt.baselines import fit_function
 from infoprompt.baselines.linear_probe import head_from_sklearn
 from infoprompt.baselines.peft_prompt import PeftPromptClassifier, sequence_classifier
 from infoprompt.cli import main
 from infoprompt.errors import UserError
+from infoprompt.kinds import fit_function, load_adapter
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training
 from infoprompt.tasks import get_task
@@ -59,7 +59,7 @@ def test_train_save_load_gives_identical_logits(method, toy_task, tiny_bert_dir,
     assert not backbone.model.training
 
     model.save_pretrained(tmp_path / "adapter")
-    loaded = PromptClassifier.from_pretrained(tmp_path / "adapter", backbone=backbone)
+    loaded = load_adapter(tmp_path / "adapter", backbone=backbone)
     assert type(loaded) is type(model) and loaded.config.method == method
     trained = predict_encoded(model, encode_examples(model, examples))
     assert torch.equal(predict_encoded(loaded, encode_examples(loaded, examples)), trained)

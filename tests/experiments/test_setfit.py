@@ -14,12 +14,12 @@ pytest.importorskip("setfit", reason="the setfit extra is not installed: pip ins
 from setfit import SetFitModel  # noqa: E402
 
 from infoprompt.backbones import load_backbone  # noqa: E402
-from infoprompt.baselines import fit_function  # noqa: E402
 from infoprompt.baselines.common import plain_template  # noqa: E402
 from infoprompt.baselines.setfit_peer import SetFitClassifier, SetFitSettings, render_text  # noqa: E402
 from infoprompt.cli import main  # noqa: E402
 from infoprompt.errors import UserError  # noqa: E402
-from infoprompt.model import ClassifierConfig, PromptClassifier  # noqa: E402
+from infoprompt.kinds import fit_function, load_adapter  # noqa: E402
+from infoprompt.model import ClassifierConfig  # noqa: E402
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training  # noqa: E402
 from infoprompt.tasks import get_task  # noqa: E402
 from infoprompt.templates import Template  # noqa: E402
@@ -64,7 +64,7 @@ def test_setfit_trains_saves_without_pickle_and_reloads_identically(toy_task, ti
     assert log[0]["type"] == "setfit" and log[0]["num_iterations"] == 20
     assert [r["step"] for r in log if r["type"] == "step"] == list(range(1, 21))
 
-    loaded = PromptClassifier.from_pretrained(out, backbone=backbone)
+    loaded = load_adapter(out, backbone=backbone)
     assert isinstance(loaded, SetFitClassifier) and isinstance(loaded.setfit, SetFitModel)
     examples = dev_examples(toy_task)
     probabilities = predictions(loaded, examples)
@@ -129,7 +129,7 @@ def test_other_architectures_reload_and_agree_with_setfit(arch, toy_task, tiny_m
     backbone = load_backbone(str(tiny_model_dirs[arch]))
     out = tmp_path / arch
     run_training(spec_for(toy_task, tiny_model_dirs[arch], max_steps=2), out, backbone=backbone)
-    loaded = PromptClassifier.from_pretrained(out, backbone=backbone)
+    loaded = load_adapter(out, backbone=backbone)
     examples = dev_examples(toy_task)
     ours = predictions(loaded, examples)
     theirs = torch.as_tensor(loaded.setfit.predict_proba(loaded.texts(examples)), dtype=torch.float32)
@@ -215,7 +215,7 @@ def test_setfit_on_minilm_through_the_cli(tmp_path, data_dir):
     again = run_cli("predict", "--adapter", str(out), "--input", str(inputs))
     assert [json.loads(line) for line in again.stdout.splitlines()] == rows
     # The saved model read back by setfit's own SetFitModel agrees with the CLI.
-    model = PromptClassifier.from_pretrained(out)
+    model = load_adapter(out)
     theirs = model.setfit.predict_proba(sentences)
     for row, probabilities in zip(rows, theirs, strict=True):
         assert row["probabilities"]["positive"] == pytest.approx(float(probabilities[1]), abs=1e-5)

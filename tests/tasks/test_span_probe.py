@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from infoprompt.errors import UserError
+from infoprompt.kinds import load_adapter
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.tasks import Example, get_task, load_split
 from infoprompt.training import TrainConfig, encode_examples, prompted_batch, train
@@ -55,13 +56,12 @@ def test_spans_pooling_is_refused_where_it_cannot_apply(bert_backbone):
 
 
 def test_span_probe_saves_and_loads(bert_backbone, data_dir, tmp_path):
-    from infoprompt.model import PromptClassifier
     from infoprompt.training import predict_encoded
 
     model = probe(bert_backbone, "conll04-ner")
     rows = load_split(get_task("conll04-ner"), "train", data_dir)[:24]
     train(model, rows, None, TrainConfig(progress=False))
     model.save_pretrained(tmp_path / "probe")
-    loaded = PromptClassifier.from_pretrained(tmp_path / "probe", backbone=bert_backbone)
+    loaded = load_adapter(tmp_path / "probe", backbone=bert_backbone)
     assert torch.equal(predict_encoded(model, encode_examples(model, rows)),
                        predict_encoded(loaded, encode_examples(loaded, rows)))

@@ -1,0 +1,58 @@
+"""A method kind that exists only for the tests: nearest class centroid on the frozen mean-pooled states.
+
+It is the whole of what a new kind needs: one module with a model class (built from a backbone and a config,
+loaded by ``load``) and a trainer, plus one registry line (see tests/test_kinds.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
+from infoprompt.model import read_weights
+from infoprompt.readouts import mean_pool
+from infoprompt.training import JsonlLog, batches, encode_examples, length_sorted, prompted_batch
+
+
+class CentroidClassifier(BaselineModel):
+    """Logits are negative squared distances to each class's mean feature."""
+
+    def __init__(self, backbone, config):
+        super().__init__(backbone, config)
+        self.centroids = nn.Parameter(torch.zeros(len(self.config.labels), backbone.hidden_size), requires_grad=False)
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {"centroids": self.centroids.detach().contiguous()}
+
+    @torch.no_grad()
+    def forward(self, batch, pooled=None):
+        states = self.backbone.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        features = mean_pool(states, batch.attention_mask)
+        return -torch.cdist(features, self.centroids).pow(2), features, None
+
+    def save_pretrained(self, directory) -> None:
+        write_adapter(Path(directory), self.trainable_state(), self.config)
+
+    @classmethod
+    def load(cls, directory, config, backbone):
+        model = cls(backbone, config)
+        model.centroids.data.copy_(read_weights(Path(directory), model.trainable_state())["centroids"])
+        return model.eval()
+
+
+def fit_centroids(model, train_examples, eval_examples=None, config=None, log_path=None):
+    started = time.perf_counter()
+    train_set = encode_examples(model, train_examples)
+    features = torch.zeros(len(train_set), model.backbone.hidden_size)
+    for chunk in batches(length_sorted(train_set), 16):
+        features[chunk] = model(prompted_batch(model, train_set, chunk))[1]
+    for row in range(len(model.config.labels)):
+        members = features[train_set.labels == row]
+        if len(members):
+            model.centroids.data[row] = members.mean(0)
+    return finish_fit(model, train_set, eval_examples, config, JsonlLog(log_path), steps=1, loss=0.0, lr=None,
+                      started=started, cache_seconds=0.0, train_seconds=time.perf_counter() - started)
