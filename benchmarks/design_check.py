@@ -80,7 +80,7 @@ def main() -> None:
 
 def run_training_on(spec: RunSpec, sample, scoring, backbone) -> dict:
     """run_training with a given draw and scoring rows (both from the training split)."""
-    from infoprompt.baselines import fit_function
+    from infoprompt.kinds import fit_function
     from infoprompt.pipeline import build_classifier
 
     model = build_classifier(spec, backbone)

@@ -124,7 +124,7 @@ def infer_rate(variant: Variant, eval_encoded) -> float:
 
 
 def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
-    from infoprompt.baselines import fit_function
+    from infoprompt.kinds import fit_function
     from infoprompt.pipeline import RunSpec, build_classifier
     from infoprompt.training import TrainConfig
 
