@@ -133,11 +133,13 @@ def test_adapters_start_as_identity_and_touch_only_their_own_pass(toy_task, tiny
         assert not any(layer._forward_hooks for layer in backbone.model.encoder.layer)
 
 
-@pytest.mark.parametrize("method", ["linear-probe", "peft-prompt-tuning"])
-def test_eval_and_predict_cli_work_for_baseline_adapters(method, toy_task, tiny_bert_dir, tmp_path, capsys):
+@pytest.mark.parametrize(("method", "training"), [("linear-probe", {}), ("peft-prompt-tuning", {}),
+                                                 ("setfit", {"max_steps": 4})])
+def test_eval_and_predict_cli_work_for_baseline_adapters(method, training, toy_task, tiny_bert_dir, tmp_path, capsys):
     _, data_dir = toy_task
     out = tmp_path / method
-    record = run_training(spec_for(method, toy_task, tiny_bert_dir), out, backbone=load_backbone(str(tiny_bert_dir)))
+    spec = spec_for(method, toy_task, tiny_bert_dir, **training)
+    record = run_training(spec, out, backbone=load_backbone(str(tiny_bert_dir)))
     assert json.loads((out / "metrics.json").read_text())["metrics"] == record["metrics"]
     capsys.readouterr()
     assert main(["eval", "--adapter", str(out), "--data-dir", str(data_dir), "--quiet"]) == 0

@@ -101,20 +101,6 @@ def test_lr_and_max_steps_override_setfit_settings(toy_task, tiny_bert_dir):
     assert record["steps"] == 3 and record["lr"] == 1e-4
 
 
-def test_eval_and_predict_cli_on_a_setfit_adapter(toy_task, tiny_bert_dir, tmp_path, capsys):
-    _, data_dir = toy_task
-    out = tmp_path / "setfit"
-    record = run_training(spec_for(toy_task, tiny_bert_dir, max_steps=4), out, backbone=load_backbone(str(tiny_bert_dir)))
-    capsys.readouterr()
-    assert main(["eval", "--adapter", str(out), "--data-dir", str(data_dir), "--quiet"]) == 0
-    assert json.loads(capsys.readouterr().out)["metrics"] == record["metrics"]
-    inputs = tmp_path / "in.jsonl"
-    inputs.write_text('{"sentence": "great movie"}\n{"sentence": "awful plot"}\n')
-    assert main(["predict", "--adapter", str(out), "--input", str(inputs)]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert len(rows) == 2 and set(rows[0]["probabilities"]) == {"negative", "positive"}
-
-
 def test_record_schema_matches_the_other_kinds(toy_task, tiny_bert_dir):
     backbone = load_backbone(str(tiny_bert_dir))
     task, data_dir = toy_task
