@@ -88,7 +88,7 @@ class TrainConfig:
     warm_start: bool | None = None
 
     def __post_init__(self) -> None:
-        validate_train_config(self, PRECISIONS)
+        validate_train_config(self, PRECISIONS, SELECTIONS)
 
 
 PRECISIONS = ("fp32", "bf16")

@@ -115,7 +115,7 @@ def check_field_types(obj: Any, where: str = "") -> None:
             raise UserError(f"{prefix}{field.name} must be of type {_type_name(annotation)}, got {value!r}{hint}")
 
 
-def validate_train_config(config: Any, precisions: typing.Sequence[str]) -> None:
+def validate_train_config(config: Any, precisions: typing.Sequence[str], selections: typing.Sequence[str]) -> None:
     """Types and ranges of a :class:`~infoprompt.training.TrainConfig`; ``epochs=0`` is refused."""
     check_field_types(config)
     one_of(config.precision, "precision", precisions)
@@ -132,7 +132,7 @@ def validate_train_config(config: Any, precisions: typing.Sequence[str]) -> None
     for name in ("eval_every", "eval_every_epochs", "eval_subset"):
         nonnegative_int(getattr(config, name), name)
     if config.select is not None:
-        one_of(config.select, "select", ("none", "holdout"))
+        one_of(config.select, "select", selections)
     if not 0 < finite_number(config.holdout_fraction, "holdout_fraction") < 1:
         raise UserError(f"holdout_fraction must be between 0 and 1, got {config.holdout_fraction}")
     nonnegative_int(config.patience, "patience")

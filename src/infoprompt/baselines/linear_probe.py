@@ -14,7 +14,7 @@ from infoprompt.backbones import Backbone
 from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.logistic import REGULARISATION_C, fit_logistic_head, head_from_sklearn
-from infoprompt.model import ClassifierConfig, read_weights
+from infoprompt.model import ClassifierConfig, count_spans, read_weights
 from infoprompt.readouts import mean_pool, span_pool
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, Template
@@ -37,7 +37,7 @@ class LinearProbe(BaselineModel):
         self.encoder = backbone.model  # registered so parameter counts include the frozen encoder
         n_spans = 1
         if self.config.pooling == "spans":
-            n_spans = sum(policy == "keep" for policy in Template.parse(self.config.template).cut_policies.values())
+            n_spans = count_spans(Template.parse(self.config.template))
             if not n_spans:
                 raise UserError(f"pooling 'spans' needs a template with entity fields ({{name:keep}}); task "
                                 f"{self.task.name}'s template {self.config.template!r} has none")
