@@ -312,9 +312,14 @@ def evaluate_encoded(
 ) -> dict[str, float]:
     if encoded.labels is None:
         raise UserError("evaluation needs labelled examples")
-    predicted = predict_encoded(model, encoded, batch_size, progress, ddp, precision).argmax(-1)
+    return task_metrics(model, encoded.labels, predict_encoded(model, encoded, batch_size, progress, ddp, precision))
+
+
+def task_metrics(model: PromptClassifier, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:
+    """The task's metrics (primary first) of the argmax predictions against label indices."""
     task = model.task
-    return compute_metrics(task.metrics, encoded.labels.tolist(), predicted.tolist(), model.config.labels, task.positive_label)
+    predicted = probabilities.argmax(-1).tolist()
+    return compute_metrics(task.metrics, labels.tolist(), predicted, model.config.labels, task.positive_label)
 
 
 def evaluate(
@@ -457,11 +462,7 @@ def holdout_scores(model: PromptClassifier, encoded: EncodedSet, batch_size: int
     """Cross-entropy and the task's metrics on held-out training examples."""
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     loss = float(torch.nn.functional.nll_loss(probabilities.clamp_min(1e-12).log(), encoded.labels))
-    task = model.task
-    metrics = compute_metrics(
-        task.metrics, encoded.labels.tolist(), probabilities.argmax(-1).tolist(), model.config.labels, task.positive_label
-    )
-    return {"loss": loss, **metrics}
+    return {"loss": loss, **task_metrics(model, encoded.labels, probabilities)}
 
 
 class Saturation:
