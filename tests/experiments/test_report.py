@@ -109,6 +109,18 @@ def test_report_writes_markdown_and_csv_files(tmp_path):
     assert warp["n_seeds"] == "3" and warp["seeds"] == "1 2 3" and float(warp["std"]) == pytest.approx(0.1)
 
 
+def test_tasks_choose_the_columns_of_every_section_paired_tests_included(tmp_path):
+    store(tmp_path / "results", RECORDS)
+    text, _ = build_report(tmp_path / "results", tmp_path / "out", tasks=["sst2"], comparisons=[("infoprompt", "warp")])
+    paired = (tmp_path / "out" / "paired.csv").read_text()
+    assert "sst2 (64 shots, n_p=4)" in paired and "cola" not in paired
+    assert "cola" not in text  # nor the failed CoLA cell, nor CoLA's metric
+    whole, _ = build_report(tmp_path / "results", tmp_path / "all", comparisons=[("infoprompt", "warp")])
+    assert "cola (64 shots, n_p=4)" in (tmp_path / "all" / "paired.csv").read_text()
+    with pytest.raises(UserError, match="no record .* is of these tasks"):
+        build_report(tmp_path / "results", tmp_path / "none", tasks=["rte"])
+
+
 def test_report_of_an_empty_directory_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="holds no result records"):
         build_report(tmp_path)

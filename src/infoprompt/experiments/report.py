@@ -304,6 +304,10 @@ def build_report(
     where = ", ".join(str(d) for d in directories)
     if not records:
         raise UserError(f"results directory {where} holds no result records (task=*/method=*/.../seed=*.json)")
+    if tasks:  # every section, the paired tests included, reads only the chosen columns
+        records = [record for record in records if record.get("task") in tasks]
+        if not records:
+            raise UserError(f"--tasks {','.join(tasks)}: no record in {where} is of these tasks")
     stats = collect(records, metric)
     if not stats and not any(r.get("status") != STATUS_OK for r in records):
         raise UserError(f"no record in {where} has the metric {metric!r}")
