@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(
             f"| {v.label} | {params[v.label]:,} | {'—' if s is None else f'{s * 1000:.0f}'} | "
             f"{ratio(s, step.get('warp'))} | {ratio(s, step.get('peft-prompt-tuning'))} | "
-            f"{'—' if v.step_mb is None else f'{v.step_mb:.1f}'} | {'—' if r is None else f'{r:.0f}'} | "
+            f"{'—' if v.step_mb is None else f'{v.step_mb:.1f}'} | {'—' if r is None else (f'{r:.0f}' if r >= 10 else f'{r:.2f}')} | "
             f"{ratio(r, rate.get('warp'))} | {ratio(r, rate.get('peft-prompt-tuning'))} |"
         )
     lines.append("")
