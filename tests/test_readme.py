@@ -25,6 +25,16 @@ def test_readme_commands_are_the_ci_commands():
     assert "infoprompt train --task sst2 --method infoprompt --shots 64" in text
 
 
+def test_every_method_has_a_row_in_the_readme_method_table():
+    from infoprompt.methods import METHODS
+
+    text = README.read_text(encoding="utf-8")
+    header = text.index("| name | prompts | placed | head on | trained | defaults |")
+    rows = text[header:text.index("\n\n", header)].splitlines()[2:]
+    named = {name for row in rows for name in re.findall(r"`([a-z0-9-]+)`", row.split("|")[1])}
+    assert set(METHODS) <= named, f"methods missing from the README table: {sorted(set(METHODS) - named)}"
+
+
 @pytest.mark.slow
 def test_readme_example_runs(data_dir, tmp_path, capsys):
     code = readme_example().replace("../shared/data", str(data_dir)).replace("runs/readme-adapter", str(tmp_path / "a"))
