@@ -100,7 +100,7 @@ def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def training_config(args: argparse.Namespace, seed: int):
-    from infoprompt.training import TrainConfig
+    from infoprompt.training.config import TrainConfig
 
     return TrainConfig(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
@@ -130,7 +130,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.pipeline import read_split
-    from infoprompt.training import evaluate, resolve_device
+    from infoprompt.training.inference import evaluate
+    from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:
@@ -154,7 +155,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text, check_output_file
     from infoprompt.kinds import load_adapter
-    from infoprompt.training import predict, resolve_device
+    from infoprompt.training.inference import predict
+    from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:
