@@ -318,6 +318,8 @@ class Saturation:
             if key.endswith("_cap"):
                 continue
             cap = bounds[f"{key}_cap"]
+            if cap <= 0:
+                continue  # an in-batch term on a batch of one example has no negative, hence no bound
             self.caps[key] = cap
             self.epoch_values.setdefault(key, []).append(value)
             if key not in self.first and value >= SATURATION * cap:
