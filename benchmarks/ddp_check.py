@@ -8,8 +8,8 @@ CPU-only machine the processes talk over gloo). Each launch trains every method 
 directory per method (only the main process writes it), and every process also reports its metrics and a hash
 of its trained parameters. The script checks that the launched run saw N processes, that every process ended
 with the same parameters and metrics, and compares the logged per-step loss of the whole batch and the final
-metrics with the single process. Methods without sampling noise or dropout (``warp``, ``infoprompt-ce``, ...)
-must follow the same loss curve up to float reduction order and reach the same metrics (``--metric-tolerance``);
+metrics with the single process. Methods without sampling noise or dropout (``warp``, ``infoprompt-ce``, ...; see
+``DETERMINISTIC``) must follow the same loss curve up to float reduction order and reach the same metrics (``--metric-tolerance``);
 noisy ones (``infoprompt``) must agree within ``--noisy-metric-tolerance``. Exits 1 when a check fails.
 """
 
@@ -24,7 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-DETERMINISTIC = {"warp", "infoprompt-ce", "idpg", "adapter", "finetune", "peft-prompt-tuning"}
+# No sampling noise and no dropout: fine-tuning and peft train the encoder (or peft's copy) in train mode, so
+# their dropout masks, drawn on each process for its share, differ from one process's.
+DETERMINISTIC = {"warp", "infoprompt-ce", "idpg", "adapter", "infoprompt-plus-ce"}
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -103,14 +105,16 @@ def load_file(path: Path):
 def compare(args: argparse.Namespace, single: dict[str, object], multi: dict[str, object], method: str) -> tuple[dict, list[str]]:
     """One row of the table and the failed checks of ``method``."""
     metric = single["primary_metric"]
-    curve = [abs(a - b) for a, b in zip(single["loss_curve"], multi["loss_curve"], strict=True)]
+    # Noisy methods with epoch selection may pick another epoch count: compare the steps both took.
+    curve = [abs(a - b) for a, b in zip(single["loss_curve"], multi["loss_curve"], strict=False)]
     metric_delta = max(abs(single["metrics"][k] - multi["metrics"][k]) for k in single["metrics"])
     weights = single["weights"]
     param_delta = max((float((weights[k] - multi["weights"][k]).abs().max()) for k in weights), default=0.0)
     row = {
         "method": method, "metric": metric, "single": single["metrics"][metric], "multi": multi["metrics"][metric],
-        "world_size": multi["world_size"], "steps": multi["steps"], "max_loss_diff": max(curve),
-        "first_loss_diff": curve[0], "max_metric_diff": metric_delta, "max_param_diff": param_delta, "single_s": single["timings"]["train_s"],
+        "world_size": multi["world_size"], "steps": multi["steps"], "single_steps": single["steps"],
+        "max_loss_diff": max(curve, default=0.0), "first_loss_diff": curve[0] if curve else 0.0,
+        "max_metric_diff": metric_delta, "max_param_diff": param_delta, "single_s": single["timings"]["train_s"],
         "multi_s": multi["timings"]["train_s"], "single_curve": single["loss_curve"], "multi_curve": multi["loss_curve"],
     }
     failures = []
@@ -118,12 +122,12 @@ def compare(args: argparse.Namespace, single: dict[str, object], multi: dict[str
         failures.append(f"{method}: the launched run saw world_size={multi['world_size']}")
     if len({r["parameters"] for r in multi["ranks"]}) != 1 or any(r["metrics"] != multi["metrics"] for r in multi["ranks"]):
         failures.append(f"{method}: the processes ended with different parameters or metrics")
-    if single["steps"] != multi["steps"]:
-        failures.append(f"{method}: {single['steps']} steps with one process, {multi['steps']} with {args.processes}")
     deterministic = method in DETERMINISTIC
+    if deterministic and single["steps"] != multi["steps"]:
+        failures.append(f"{method}: {single['steps']} steps with one process, {multi['steps']} with {args.processes}")
     if metric_delta > (args.metric_tolerance if deterministic else args.noisy_metric_tolerance):
         failures.append(f"{method}: metrics differ by up to {metric_delta:.4f}")
-    if deterministic and max(curve) > args.loss_tolerance:
+    if deterministic and max(curve, default=0.0) > args.loss_tolerance:
         failures.append(f"{method}: loss curves differ by up to {max(curve):.2e}")
     if deterministic and param_delta > args.param_tolerance:
         failures.append(f"{method}: trained parameters differ by up to {param_delta:.2e}")
@@ -174,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
           "| train s (1 / N) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['method']} | {r['metric']} | {r['single']:.4f} | {r['multi']:.4f} | {r['steps']} | "
+        steps = r["steps"] if r["steps"] == r["single_steps"] else f"{r['single_steps']} / {r['steps']}"
+        print(f"| {r['method']} | {r['metric']} | {r['single']:.4f} | {r['multi']:.4f} | {steps} | "
               f"{r['max_loss_diff']:.2e} | {r['first_loss_diff']:.2e} | {r['max_metric_diff']:.2e} | {r['max_param_diff']:.2e} | "
               f"{r['single_s']:.1f} / {r['multi_s']:.1f} |")
     if args.json:

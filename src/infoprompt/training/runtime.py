@@ -87,7 +87,7 @@ def process_state() -> PartialState:
 def start_accelerator(precision: str) -> Accelerator:
     """The accelerator a training run goes through: with one process it changes nothing; under ``accelerate
     launch`` it joins the process group (gloo on CPUs, NCCL on GPUs) and wraps the training pass in DDP."""
-    from accelerate import Accelerator
+    from accelerate import Accelerator, DistributedDataParallelKwargs
     from accelerate.utils import DistributedType
 
     process_state()  # joins the process group, or refuses a launch accelerate did not see
@@ -95,6 +95,7 @@ def start_accelerator(precision: str) -> Accelerator:
         # --device places the model (resolve_device, LOCAL_RANK's GPU under a launcher), alike for 1 or N processes.
         device_placement=False,
         dynamo_backend="no",
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],  # see LossPass
     )
     kind = accelerator.distributed_type
     if kind != DistributedType.NO and not (accelerator.multi_device or kind == DistributedType.MULTI_CPU):
@@ -115,10 +116,14 @@ class LossPass(nn.Module):
     model, is what ``accelerator.prepare`` wraps. It holds the frozen backbone too: the prompts enter the
     encoder's input and the head reads its output, so the trainable parts cannot run outside it. DDP
     reduces only parameters that require gradients, so the frozen encoder costs one broadcast when the
-    wrapper is built (which also starts every process from the main process's weights) and nothing per
-    step. ``find_unused_parameters`` stays off: every trainable parameter of a kind trained by this loop
-    takes part in every loss (the critics exist only when their weight is positive), and a process with
-    no example in a batch runs a zero-weighted one (see :func:`infoprompt.training.loop.batch_losses`).
+    wrapper is built (which also starts every process from the main process's weights) and no gradient
+    traffic. The accelerator sets DDP's ``find_unused_parameters``: a loss does not always reach every
+    trainable parameter (fine-tuning trains the encoder's pooler, which the last-layer states never reach; a
+    registered kind may have more), and DDP would otherwise fail at the next step. It costs a walk of the
+    autograd graph per step, little next to an encoder pass (and a warning, once per run and process, where
+    every parameter is used). DDP's ``static_graph`` would spare the walk, but under it the processes'
+    bottleneck adapters drifted apart (``benchmarks/ddp_check.py`` compares every process's parameters).
+    Every process runs the pass at every step; one with no example in a batch runs a zero-weighted one.
     """
 
     def __init__(self, model: nn.Module):
