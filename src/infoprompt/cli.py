@@ -113,6 +113,7 @@ def training_config(args: argparse.Namespace, seed: int):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.training.runtime import process_state
 
     spec = RunSpec(
         task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
@@ -120,6 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
     )
     record = run_training(spec, args.out, overwrite=args.overwrite)
+    if not process_state().is_main_process:
+        return 0  # under accelerate launch the main process reports (and wrote) the run
     metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
     print(f"{record['task']} {record['method']} seed={record['seed']} shots={record['shots']}: {metrics} "
           f"({record['timings']['total_s']:.1f} s) -> {args.out}")
