@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from infoprompt.pipeline import RunSpec, build_classifier
-from infoprompt.training import TrainConfig, train
+from infoprompt.training import Saturation, TrainConfig, train
 
 
 def run(backbone, examples, seed=3, method="infoprompt", **overrides):
@@ -63,3 +63,12 @@ def test_minilm_learns_sst2(minilm, data_dir):
 def test_max_steps(bert_backbone, toy_examples):
     _, result = run(bert_backbone, toy_examples, max_steps=3)
     assert result["steps"] == 3
+
+
+def test_saturation_skips_a_batch_of_one_which_has_no_in_batch_bound():
+    saturation = Saturation()
+    saturation.update(1, {"mi_head": 0.5, "mi_head_cap": 1.0})
+    saturation.update(2, {"mi_head": 0.0, "mi_head_cap": 0.0})  # log(1): one example, no negative
+    saturation.end_epoch()
+    assert saturation.summary()["mi_head"] == {"cap": 1.0, "last_epoch_bound": 0.5, "last_epoch_share_of_cap": 0.5,
+                                               "saturated_at_step": None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from transformers import AutoModel, BertConfig, MPNetConfig, PreTrainedTokenizerFast, RobertaConfig
 
 WORDS = (  # noqa: SIM905
@@ -27,12 +27,14 @@ def build_tokenizer(arch: str) -> PreTrainedTokenizerFast:
     specials = SPECIALS[arch]
     ordered = list(dict.fromkeys([specials["pad_token"], specials["unk_token"], specials["cls_token"],
                                   specials["sep_token"], specials["mask_token"]]))
-    tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk_token"]))
+    # A fixed vocabulary (the specials, the letters, ##letters, the words), not a trained one: the WordPiece
+    # trainer orders tied pieces differently from one process to the next, and the vocabulary size and every
+    # weight drawn after the embeddings moved with it, so a committed adapter could not be checked again.
+    letters = sorted({letter for word in WORDS for letter in word})
+    vocab = list(dict.fromkeys([*ordered, *letters, *(f"##{letter}" for letter in letters), *WORDS]))
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(vocab)}, unk_token=specials["unk_token"]))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    corpus = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))]
-    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=ordered, min_frequency=1)
-    tokenizer.train_from_iterator(corpus, trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=64, **specials)
 
 

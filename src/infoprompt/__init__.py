@@ -20,11 +20,11 @@ _API = {
     "ClassifierConfig": "infoprompt.model",
     "PromptClassifier": "infoprompt.model",
     "make_classifier": "infoprompt.api",
-    "TrainConfig": "infoprompt.training",
+    "TrainConfig": "infoprompt.training.config",
     "train": "infoprompt.kinds",
     "load_adapter": "infoprompt.kinds",
-    "evaluate": "infoprompt.training",
-    "predict": "infoprompt.training",
+    "evaluate": "infoprompt.training.inference",
+    "predict": "infoprompt.training.inference",
     "RunSpec": "infoprompt.pipeline",
     "run_training": "infoprompt.pipeline",
     "UserError": "infoprompt.errors",
@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from infoprompt.model import ClassifierConfig, PromptClassifier
     from infoprompt.pipeline import RunSpec, run_training
     from infoprompt.tasks import Example, TaskSpec, get_task, load_split, sample_few_shot
-    from infoprompt.training import TrainConfig, evaluate, predict
+    from infoprompt.training.config import TrainConfig
+    from infoprompt.training.inference import evaluate, predict
 
 
 def __getattr__(name: str) -> Any:

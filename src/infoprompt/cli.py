@@ -100,7 +100,7 @@ def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def training_config(args: argparse.Namespace, seed: int):
-    from infoprompt.training import TrainConfig
+    from infoprompt.training.config import TrainConfig
 
     return TrainConfig(
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
@@ -113,6 +113,7 @@ def training_config(args: argparse.Namespace, seed: int):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.training.runtime import process_state
 
     spec = RunSpec(
         task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
@@ -120,6 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
     )
     record = run_training(spec, args.out, overwrite=args.overwrite)
+    if not process_state().is_main_process:
+        return 0  # under accelerate launch the main process reports (and wrote) the run
     metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
     print(f"{record['task']} {record['method']} seed={record['seed']} shots={record['shots']}: {metrics} "
           f"({record['timings']['total_s']:.1f} s) -> {args.out}")
@@ -130,7 +133,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.pipeline import read_split
-    from infoprompt.training import evaluate, resolve_device
+    from infoprompt.training.inference import evaluate
+    from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:
@@ -154,7 +158,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text, check_output_file
     from infoprompt.kinds import load_adapter
-    from infoprompt.training import predict, resolve_device
+    from infoprompt.training.inference import predict
+    from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:

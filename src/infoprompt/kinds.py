@@ -27,7 +27,7 @@ class MethodKind:
         name: the ``kind`` of :class:`~infoprompt.methods.MethodPreset` rows that use it.
         module: the module that holds the class and the trainer.
         model_class: the model class's name in ``module``.
-        fit: the trainer's name in ``module`` (or ``"infoprompt.training:train"`` style, module:name).
+        fit: the trainer's name in ``module`` (or ``"infoprompt.training.loop:train"`` style, module:name).
         require: optional name of a function that checks optional dependencies, called before any data is read.
     """
 
@@ -59,8 +59,8 @@ def register_kind(kind: MethodKind) -> MethodKind:
     return kind
 
 
-register_kind(MethodKind("classifier", "infoprompt.model", "PromptClassifier", "infoprompt.training:train"))
-register_kind(MethodKind("peft", "infoprompt.baselines.peft_prompt", "PeftPromptClassifier", "infoprompt.training:train"))
+register_kind(MethodKind("classifier", "infoprompt.model", "PromptClassifier", "infoprompt.training.loop:train"))
+register_kind(MethodKind("peft", "infoprompt.baselines.peft_prompt", "PeftPromptClassifier", "infoprompt.training.loop:train"))
 register_kind(MethodKind("linear-probe", "infoprompt.baselines.linear_probe", "LinearProbe", "fit_linear_probe"))
 register_kind(MethodKind("setfit", "infoprompt.baselines.setfit_peer", "SetFitClassifier", "fit_setfit",
                          require="require_setfit"))

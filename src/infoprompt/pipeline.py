@@ -18,7 +18,8 @@ from infoprompt.io_utils import atomic_write_json, check_run_target, staged_dire
 from infoprompt.kinds import build_model, fit_function
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
-from infoprompt.training import TrainConfig, distributed_context, resolve_device
+from infoprompt.training.config import TrainConfig
+from infoprompt.training.runtime import process_state, resolve_device
 from infoprompt.validation import nonnegative_int, positive_int
 from infoprompt.version import __version__
 
@@ -127,10 +128,10 @@ def run_training(
     """
     task = get_task(spec.task)
     fit = fit_function(spec.method)
-    ddp = distributed_context()
-    if not ddp.is_main:
+    processes = process_state()
+    if not processes.is_main_process:
         out = None  # under accelerate launch only the main process writes the run directory
-    resolve_device(spec.training.device, ddp)  # a device this machine lacks fails before any work
+    resolve_device(spec.training.device)  # a device this machine lacks fails before any work
     if out is not None:
         check_run_target(out, overwrite)  # so does an output that may not or cannot be written
     train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
@@ -162,7 +163,7 @@ def run_training(
             "train_label_counts": {label: labels.count(label) for label in task.labels},
             "truncated_train": result["truncated_train"],
             "steps": result["steps"],
-            "world_size": result.get("world_size", ddp.world_size),
+            "world_size": result.get("world_size", processes.num_processes),
             "lr": result["lr"],
             "last_losses": result["last_losses"],
             "information": result.get("information", {}),

@@ -22,7 +22,7 @@ from infoprompt.experiments.grid import shots_label
 from infoprompt.model import CONFIG_NAME
 from infoprompt.pipeline import RunSpec, read_split, run_training
 from infoprompt.tasks import get_task
-from infoprompt.training import TrainConfig
+from infoprompt.training.config import TrainConfig
 
 ESTIMATORS = ("presence", "swap")
 ESTIMATOR_TITLES = {

@@ -13,7 +13,7 @@ when the loss did not go down (``L_0 ≤ L_f``).
 Information terms: a step record of a method with InfoNCE terms carries each term's bound ``mi_<term>`` =
 log(K+1) − nce and its cap ``mi_<term>_cap`` = log(K+1). Their ratio is the term's share of its cap; a term
 is saturated from the first step whose raw share reaches :data:`SATURATION`, the definition of the run's own
-``information`` summary (:class:`infoprompt.training.Saturation`). Older logs carry no bounds, and no share
+``information`` summary (:class:`infoprompt.training.loop.Saturation`). Older logs carry no bounds, and no share
 is made up for them. Only the final training pass counts: step records of another ``phase`` (the held-out
 selection pass, whose adapter is thrown away) are skipped, so a run whose selection chose 0 epochs has no
 steps at all.
@@ -36,7 +36,7 @@ from infoprompt.io_utils import read_json_object
 LOG_NAME = "train_log.jsonl"
 LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
 TRAIN_PHASE = "train"
-# Same value as infoprompt.training.SATURATION (a test keeps them equal); importing it would load torch just to
+# Same value as infoprompt.training.loop.SATURATION (a test keeps them equal); importing it would load torch just to
 # read logs.
 SATURATION = 0.95
 _RECORD_KEYS = {"type", "step", "epoch", "n_eval", "lr"}

@@ -21,7 +21,7 @@ from infoprompt.model import PromptClassifier
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch
-from infoprompt.training import cache_features, encode_examples, prompted_batch
+from infoprompt.training.data import cache_features, encode_examples, prompted_batch
 
 
 @dataclass

@@ -21,7 +21,14 @@ from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example, TaskSpec
 from infoprompt.templates import Template, collate
-from infoprompt.training import EncodedSet, batches, encode_examples, length_sorted, pad_id, prompted_batch
+from infoprompt.training.data import (
+    EncodedSet,
+    batches,
+    encode_examples,
+    length_sorted,
+    pad_id,
+    prompted_batch,
+)
 
 # Handcrafted prompts of the paper's Figure 1 (MRPC, SST-2), used when the user names none.
 DEFAULT_TEXTS: dict[str, tuple[str, ...]] = {

@@ -2,7 +2,7 @@
 
 It is the loop of :func:`infoprompt.training.train` (same optimiser, clipping, shuffling and seeding, built from
 its batching helpers and :meth:`PromptClassifier.losses`) with a per-step record of the prompt vector and
-the loss terms; ``training.py`` has no per-step hook, and this keeps it that way.
+the loss terms; the training loop has no per-step hook, and this keeps it that way.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from infoprompt.model import PromptClassifier
 from infoprompt.progress import bar_disabled
 from infoprompt.prompts import StaticPrompt
 from infoprompt.tasks import Example
-from infoprompt.training import (
+from infoprompt.training.data import (
     EncodedSet,
     batches,
     cache_features,

@@ -117,10 +117,8 @@ def finish_fit(
     returns (a fitted model has no MI terms, no periodic evaluations and no per-step timing of its own)."""
     import time
 
-    from infoprompt.training import (  # training imports model, which imports us
-        encode_examples,
-        evaluate_encoded,
-    )
+    from infoprompt.training.data import encode_examples  # training loads model, which loads us
+    from infoprompt.training.inference import evaluate_encoded
 
     final: dict[str, float] = {}
     final_seconds = 0.0

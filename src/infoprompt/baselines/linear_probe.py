@@ -91,16 +91,10 @@ def fit_linear_probe(
     log_path: Path | None = None,
 ) -> dict[str, object]:
     """Fit the head by logistic regression; returns the same result dict as :func:`infoprompt.training.train`."""
-    from infoprompt.training import (
-        JsonlLog,
-        TrainConfig,
-        autocast,
-        batches,
-        encode_examples,
-        length_sorted,
-        prompted_batch,
-        resolve_device,
-    )
+    from infoprompt.training.config import TrainConfig
+    from infoprompt.training.data import batches, encode_examples, length_sorted, prompted_batch
+    from infoprompt.training.loop import JsonlLog
+    from infoprompt.training.runtime import autocast, resolve_device
 
     config = config or TrainConfig()
     started = time.perf_counter()

@@ -334,7 +334,10 @@ def fit_setfit(
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from infoprompt.training import JsonlLog, TrainConfig, encode_examples, resolve_device
+    from infoprompt.training.config import TrainConfig
+    from infoprompt.training.data import encode_examples
+    from infoprompt.training.loop import JsonlLog
+    from infoprompt.training.runtime import resolve_device
 
     config = config or TrainConfig()
     started = time.perf_counter()

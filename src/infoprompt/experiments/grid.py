@@ -20,7 +20,7 @@ from infoprompt.model import ClassifierConfig
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import get_task
 from infoprompt.tasks.sampling import ALLOCATIONS
-from infoprompt.training import TrainConfig
+from infoprompt.training.config import TrainConfig
 
 AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
 SETTINGS = ("backbone", "training", "classifier", "source", "sampling", "data_dir", "cache_dir")

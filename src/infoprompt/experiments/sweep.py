@@ -31,7 +31,7 @@ from infoprompt.experiments.store import (
 )
 from infoprompt.pipeline import run_training
 from infoprompt.progress import bar_disabled
-from infoprompt.training import distributed_context
+from infoprompt.training.runtime import process_state
 
 Runner = Callable[..., dict[str, Any]]
 
@@ -138,14 +138,14 @@ def run_sweep(
         raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
     echo = echo or tqdm.write
     backbones = backbones or BackboneCache()
-    ddp = distributed_context()
+    processes = process_state()
     started = time.perf_counter()
     pass_started = time.time() if pass_started is None else pass_started
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
-    claims = not ddp.active
+    claims = processes.num_processes == 1
     summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
-    bar = tqdm(todo, desc="sweep", unit="cell", disable=bar_disabled(progress and ddp.is_main))
+    bar = tqdm(todo, desc="sweep", unit="cell", disable=bar_disabled(progress and processes.is_main_process))
     for number, cell in enumerate(bar, start=1):
         bar.set_postfix_str(cell.id)
         # Several sweeps may share this directory: take the cell only if no live worker holds it and nobody
@@ -155,7 +155,7 @@ def run_sweep(
             summary.claimed_elsewhere += 1
             continue
         try:
-            message, seconds = _run_cell(cell, results_dir, runner, backbones, save_runs, ddp, summary)
+            message, seconds = _run_cell(cell, results_dir, runner, backbones, save_runs, processes.is_main_process, summary)
         finally:
             if claims:
                 release_claim(results_dir, cell)
@@ -187,13 +187,13 @@ def _recorded_since(record: dict[str, Any], path: Path, moment: float) -> bool:
 
 
 def _run_cell(
-    cell: Cell, results_dir: Path, runner: Runner, backbones: BackboneCache, save_runs: bool, ddp, summary: SweepSummary,
+    cell: Cell, results_dir: Path, runner: Runner, backbones: BackboneCache, save_runs: bool, is_main: bool, summary: SweepSummary,
 ) -> tuple[str, float]:
     """Run one cell and store its record (finished or failed); returns the log message and the seconds taken."""
     started = time.perf_counter()
     try:
         backbone = backbones.get(cell.backbone, cell.cache_dir)
-        out = run_dir(results_dir, cell) if save_runs and ddp.is_main else None
+        out = run_dir(results_dir, cell) if save_runs and is_main else None
         record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
     except KeyboardInterrupt:
         raise
@@ -208,6 +208,6 @@ def _run_cell(
         metric = record.get("primary_metric")
         value = record.get("metrics", {}).get(metric)
         message = f"{metric}={value:.4f}" if isinstance(value, float) else "ok"
-    if ddp.is_main:
+    if is_main:
         write_record(results_dir, cell, record)
     return message, time.perf_counter() - started

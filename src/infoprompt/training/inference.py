@@ -1,0 +1,91 @@
+"""Class probabilities, predictions and the task's metrics of a model on encoded or raw examples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from infoprompt.errors import UserError
+from infoprompt.metrics import compute_metrics
+from infoprompt.tasks import Example
+from infoprompt.training.data import (
+    EncodedSet,
+    batches,
+    encode_examples,
+    generator_inputs,
+    length_sorted,
+    prompted_batch,
+)
+from infoprompt.training.runtime import autocast, map_chunks, model_device
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from infoprompt.model import PromptClassifier
+
+
+@torch.no_grad()
+def predict_encoded(
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    accelerator: Accelerator | None = None, precision: str = "fp32",
+) -> torch.Tensor:
+    """Class probabilities (N, C) on the CPU, in input order (under ``accelerate launch``, when the run's
+    ``accelerator`` is given, each process predicts a share of the batches and every process gets all rows)."""
+    device = model_device(model)
+    was_training = model.training
+    model.eval()
+
+    def probabilities(chunk: list[int]) -> tuple[torch.Tensor]:
+        logits, _, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
+        return (logits.float().softmax(-1),)
+
+    with autocast(device, precision):
+        (result,) = map_chunks(accelerator, batches(length_sorted(encoded), batch_size), len(encoded),
+                               (len(model.config.labels),), probabilities, device, "predict", progress)
+    model.train(was_training)
+    return result.cpu()
+
+
+def evaluate_encoded(
+    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    accelerator: Accelerator | None = None, precision: str = "fp32",
+) -> dict[str, float]:
+    if encoded.labels is None:
+        raise UserError("evaluation needs labelled examples")
+    probabilities = predict_encoded(model, encoded, batch_size, progress, accelerator, precision)
+    return task_metrics(model, encoded.labels, probabilities)
+
+
+def task_metrics(model: PromptClassifier, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:
+    """The task's metrics (primary first) of the argmax predictions against label indices."""
+    task = model.task
+    predicted = probabilities.argmax(-1).tolist()
+    return compute_metrics(task.metrics, labels.tolist(), predicted, model.config.labels, task.positive_label)
+
+
+def evaluate(
+    model: PromptClassifier, examples: Sequence[Example], batch_size: int = 64, progress: bool = False,
+    precision: str = "fp32",
+) -> dict[str, float]:
+    """Metrics of ``model`` on labelled ``examples`` (the task's metrics, primary first), on the model's device."""
+    return evaluate_encoded(model, encode_examples(model, examples), batch_size, progress, precision=precision)
+
+
+def predict(
+    model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32",
+    sources: Sequence[str] | None = None,
+) -> list[dict[str, object]]:
+    """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields); ``sources``
+    name the inputs in error messages (default ``input N``)."""
+    if not inputs:
+        return []
+    sources = sources or [f"input {i + 1}" for i in range(len(inputs))]
+    encoded = encode_examples(model, [Example(fields=f, source=s) for f, s in zip(inputs, sources, strict=True)])
+    probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
+    labels = model.config.labels
+    return [
+        {"label": labels[int(row.argmax())], "probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
+        for row in probabilities
+    ]

@@ -1,0 +1,81 @@
+"""Saved adapters keep loading: a committed tiny adapter of every kind predicts what it predicted when written.
+
+The adapters in ``tests/fixtures/adapters/<kind>/`` were trained on the tiny random BERT of ``tiny_models.py``
+and saved by ``tests/fixtures/make_adapters.py``, which also wrote the probabilities they gave on a few inputs.
+They name their backbone ``tiny-bert``, a relative path: each test builds it afresh in its working directory,
+so the backbone fingerprint saved in the adapter is checked against a rebuilt encoder as well.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+import infoprompt
+from infoprompt.cli import main
+from infoprompt.kinds import KINDS, kind_of
+from infoprompt.model import FORMAT_VERSION
+from infoprompt.tasks import Example
+from infoprompt.training import encode_examples, predict_encoded
+
+FIXTURES = Path(__file__).parent / "fixtures" / "adapters"
+SAVED = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
+TOLERANCE = 1e-5
+
+
+@pytest.fixture
+def tiny_bert_here(tiny_model_dirs, tmp_path, monkeypatch):
+    """A working directory where ``tiny-bert`` is the tests' tiny BERT, as the adapters were saved."""
+    shutil.copytree(tiny_model_dirs["bert"], tmp_path / "tiny-bert")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def expected_of(kind: str) -> dict:
+    if kind == "setfit":
+        pytest.importorskip("setfit", reason="the setfit extra is not installed: pip install 'infoprompt[setfit]'")
+    return json.loads((FIXTURES / kind / "expected.json").read_text(encoding="utf-8"))
+
+
+def test_every_registered_kind_has_a_committed_adapter():
+    assert sorted(KINDS) == SAVED
+
+
+@pytest.mark.parametrize("kind", SAVED)
+def test_the_format_version_is_one_this_code_reads(kind):
+    config = json.loads((FIXTURES / kind / "adapter_config.json").read_text(encoding="utf-8"))
+    assert isinstance(config["format_version"], int) and 1 <= config["format_version"] <= FORMAT_VERSION
+    weights = FIXTURES / kind / "adapter_model.safetensors"
+    if weights.is_file():  # peft keeps its weights in its own directory
+        with safe_open(str(weights), "pt") as handle:
+            assert handle.metadata()["infoprompt_format"] == str(config["format_version"])
+
+
+@pytest.mark.parametrize("kind", SAVED)
+def test_a_committed_adapter_loads_and_predicts_as_when_saved(kind, tiny_bert_here):
+    expected = expected_of(kind)
+    model = infoprompt.load_adapter(FIXTURES / kind)
+    assert kind_of(model.config.method).name == kind and model.config.method == expected["method"]
+    assert list(model.config.labels) == expected["labels"]
+    examples = [Example(fields=fields, source=f"input {i + 1}") for i, fields in enumerate(expected["inputs"])]
+    probabilities = predict_encoded(model, encode_examples(model, examples))
+    assert torch.allclose(probabilities, torch.tensor(expected["probabilities"]), atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("kind", SAVED)
+def test_the_cli_predicts_what_a_committed_adapter_predicted(kind, tiny_bert_here, capsys):
+    expected = expected_of(kind)
+    inputs = tiny_bert_here / "inputs.jsonl"
+    inputs.write_text("".join(json.dumps(fields) + "\n" for fields in expected["inputs"]), encoding="utf-8")
+    assert main(["predict", "--adapter", str(FIXTURES / kind), "--input", str(inputs), "--quiet"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["line"] for r in records] == list(range(1, len(expected["inputs"]) + 1))
+    for record, row in zip(records, expected["probabilities"], strict=True):
+        got = [record["probabilities"][label] for label in expected["labels"]]
+        assert got == pytest.approx(row, abs=TOLERANCE)  # the CLI rounds to 6 decimals
+        assert record["label"] == expected["labels"][max(range(len(row)), key=row.__getitem__)]
