@@ -1,10 +1,4 @@
-"""Saved adapters keep loading: a committed tiny adapter of every kind predicts what it predicted when written.
-
-The adapters in ``tests/fixtures/adapters/<kind>/`` were trained on the tiny random BERT of ``tiny_models.py``
-and saved by ``tests/fixtures/make_adapters.py``, which also wrote the probabilities they gave on a few inputs.
-They name their backbone ``tiny-bert``, a relative path: each test builds it afresh in its working directory,
-so the backbone fingerprint saved in the adapter is checked against a rebuilt encoder as well.
-"""
+"""Saved adapters keep loading: a committed tiny adapter of every kind predicts what it predicted when written."""
 
 from __future__ import annotations
 
@@ -23,6 +17,7 @@ from infoprompt.model import FORMAT_VERSION
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded
 
+# Written by tests/fixtures/make_adapters.py on the tiny BERT of tiny_models.py, with the probabilities they gave.
 FIXTURES = Path(__file__).parent / "fixtures" / "adapters"
 SAVED = sorted(path.name for path in FIXTURES.iterdir() if path.is_dir())
 TOLERANCE = 1e-5
@@ -30,7 +25,8 @@ TOLERANCE = 1e-5
 
 @pytest.fixture
 def tiny_bert_here(tiny_model_dirs, tmp_path, monkeypatch):
-    """A working directory where ``tiny-bert`` is the tests' tiny BERT, as the adapters were saved."""
+    """A working directory where ``tiny-bert``, the relative path the adapters name as their backbone, is a
+    freshly built tiny BERT: loading checks the fingerprint saved in the adapter against it."""
     shutil.copytree(tiny_model_dirs["bert"], tmp_path / "tiny-bert")
     monkeypatch.chdir(tmp_path)
     return tmp_path
