@@ -213,6 +213,38 @@ def test_information_shares_come_from_the_train_phase_and_give_saturation_steps(
     assert (tmp_path / "out" / "curves-sst2-minilm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_one_example_batch_has_no_bound_and_never_counts_as_saturated(tmp_path):
+    """An in-batch term on a one-example batch logs bound 0 against cap 0: that step carries no bound."""
+    directory = tmp_path / "runs" / "p1"
+    directory.mkdir(parents=True)
+    cap = math.log(8)
+    lines = []
+    for step in range(1, 11):
+        last_of_epoch = step % 5 == 0  # 17 shots, batch 4: every epoch ends on one example
+        lines.append(
+            {"type": "step", "phase": "train", "step": step, "loss_pred": 1.0,
+             "mi_rep": 0.0 if last_of_epoch else 0.5 * cap, "mi_rep_cap": 0.0 if last_of_epoch else cap}
+        )
+    lines.append({"type": "final_eval", "step": 10, "n_eval": 32, "accuracy": 0.8})
+    (directory / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    record = {"method": "infoprompt-plus", "task": "sst2", "seed": 1, "backbone": "minilm",
+              "primary_metric": "accuracy"}
+    (directory / "metrics.json").write_text(json.dumps(record), encoding="utf-8")
+
+    run = read_run(directory)
+    assert np.isnan(run.mi_share("rep")[4]) and run.mi_share("rep")[0] == pytest.approx(0.5)
+    result = run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out"), window=3))
+    rep = result["groups"]["infoprompt-plus"]["information"]["rep"]
+    assert rep["saturated_at_step"] == [None] and rep["saturated_runs"] == 0
+    assert rep["final_share"] == pytest.approx([0.5])
+
+
+def test_trailing_mean_leaves_out_missing_values():
+    values = np.array([1.0, np.nan, 3.0, np.nan, np.nan])
+    np.testing.assert_allclose(trailing_mean(values, 2)[:4], [1.0, 1.0, 3.0, 3.0])
+    assert np.isnan(trailing_mean(values, 2)[4])
+
+
 def test_a_log_without_bounds_gives_no_information_curve(tmp_path):
     write_run(tmp_path / "runs" / "w1", "warp", 1)
     record = run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out")))

@@ -67,8 +67,12 @@ class RunLog:
     mi_caps: dict[str, np.ndarray] = field(default_factory=dict)
 
     def mi_share(self, term: str) -> np.ndarray:
-        """The term's bound as a share of its cap at every step (the cap can change with the batch size)."""
-        return self.mi_bounds[term] / self.mi_caps[term]
+        """The term's bound as a share of its cap at every step (the cap can change with the batch size).
+
+        NaN where the cap is 0: an in-batch term on a one-example batch has no negative, hence no bound.
+        """
+        caps = self.mi_caps[term]
+        return np.divide(self.mi_bounds[term], caps, out=np.full(caps.shape, np.nan), where=caps > 0)
 
     @property
     def metric(self) -> str | None:
@@ -236,13 +240,17 @@ def group_runs(runs: Sequence[RunLog]) -> dict[str, list[RunLog]]:
 
 
 def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last ``window`` values at each position (of all values so far at the start)."""
+    """Mean of the last ``window`` values at each position (of all values so far at the start); NaN values
+    are left out of the mean, and a window of NaN alone gives NaN."""
     values = np.asarray(values, dtype=np.float64)
     window = max(1, int(window))
-    sums = np.cumsum(np.insert(values, 0, 0.0))
+    present = ~np.isnan(values)
+    sums = np.cumsum(np.insert(np.where(present, values, 0.0), 0, 0.0))
+    counts = np.cumsum(np.insert(present.astype(np.int64), 0, 0))
     index = np.arange(1, values.size + 1)
     start = np.maximum(index - window, 0)
-    return (sums[index] - sums[start]) / (index - start)
+    n = counts[index] - counts[start]
+    return np.divide(sums[index] - sums[start], n, out=np.full(values.size, np.nan), where=n > 0)
 
 
 def steps_to_fraction(
@@ -265,14 +273,17 @@ def steps_to_fraction(
 def saturation_step(
     steps: np.ndarray, bounds: np.ndarray, caps: np.ndarray, level: float = SATURATION
 ) -> int | None:
-    """First step whose raw bound reaches ``level`` of its cap (``None``: never)."""
+    """First step whose raw bound reaches ``level`` of its cap (``None``: never); a step whose cap is 0 (a
+    one-example in-batch batch) has no bound and never counts."""
     # bound >= level * cap, not bound / cap >= level: the same float comparison as the run's own summary.
-    hits = np.nonzero(np.asarray(bounds, dtype=np.float64) >= level * np.asarray(caps, dtype=np.float64))[0]
+    caps = np.asarray(caps, dtype=np.float64)
+    hits = np.nonzero((caps > 0) & (np.asarray(bounds, dtype=np.float64) >= level * caps))[0]
     return int(np.asarray(steps)[hits[0]]) if hits.size else None
 
 
 def _last_mean(values: np.ndarray, window: int) -> float:
-    return float(values[-max(1, min(window, values.size)) :].mean())
+    """Mean of the last ``window`` values, NaN ones left out (the trailing mean's last point)."""
+    return float(trailing_mean(values, window)[-1])
 
 
 def _mean(values: Sequence[float]) -> float | None:
