@@ -45,6 +45,10 @@ def test_unknown_precision_is_a_user_error(bert_backbone, toy_examples):
     model = build_classifier(RunSpec(task="sst2", method="warp", classifier={"max_length": 48}), bert_backbone)
     with pytest.raises(UserError, match="unknown precision 'fp8'"):
         train(model, toy_examples, None, TrainConfig(epochs=1, progress=False, precision="fp8"))
+    changed_later = TrainConfig(epochs=1, progress=False)
+    changed_later.precision = "fp8"  # past the config's own check: the autocast refuses it
+    with pytest.raises(UserError, match="unknown precision 'fp8'"):
+        train(model, toy_examples, None, changed_later)
 
 
 def test_bf16_trains_and_stays_close_to_fp32(bert_backbone, toy_examples):

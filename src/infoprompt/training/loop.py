@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from infoprompt.errors import UserError
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
-from infoprompt.training.config import PRECISIONS, SELECTIONS, TrainConfig
+from infoprompt.training.config import SELECTIONS, TrainConfig
 from infoprompt.training.data import (
     EncodedSet,
     batches,
@@ -61,9 +61,7 @@ def train(
     """
     config = config or TrainConfig()
     started = time.perf_counter()
-    precision = config.precision
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+    precision = config.precision  # TrainConfig and autocast both refuse an unknown one
     accelerator = start_accelerator(precision)
     device = run_device(config.device, accelerator)
     select = config.select if config.select is not None else model.preset.select
