@@ -50,6 +50,14 @@ def test_pairs_follow_seeds_and_promptless_baselines_pair_with_every_n_p():
     assert probe.diffs == pytest.approx((0.3, 0.2, 0.4)) and probe.p_value == pytest.approx(0.25)
 
 
+def test_default_comparisons_pit_both_infoprompt_presets_against_setfit():
+    records = [record("sst2", m, 0 if m == "setfit" else 4, 1, v)
+               for m, v in (("infoprompt", 0.8), ("infoprompt-plus", 0.82), ("setfit", 0.85), ("warp", 0.6))]
+    pairs = {(p.method, p.baseline) for p in paired_comparisons(records)}
+    assert pairs == {("infoprompt", "setfit"), ("infoprompt", "warp"), ("infoprompt-plus", "setfit"),
+                     ("infoprompt-plus", "infoprompt"), ("infoprompt-plus", "warp")}
+
+
 def test_bad_comparisons_are_user_errors():
     with pytest.raises(UserError, match="METHOD:BASELINE"):
         parse_comparison("infoprompt")

@@ -22,7 +22,7 @@ from infoprompt.errors import UserError
 
 # infoprompt against its ablations and the prompt baselines, when both sides are in the results.
 DEFAULT_BASELINES = ("infoprompt-ce", "infoprompt-no-head", "infoprompt-no-rep", "warp", "idpg", "peft-prompt-tuning",
-                     "linear-probe")
+                     "linear-probe", "setfit")
 # The recommended preset is compared with its own β = γ = 0 twin, the paper's method and the peers.
 RECOMMENDED_BASELINES = ("infoprompt-plus-ce", "infoprompt", "warp", "peft-prompt-tuning", "linear-probe", "setfit")
 EXACT_LIMIT = 20
