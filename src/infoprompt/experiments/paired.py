@@ -20,7 +20,7 @@ import numpy as np
 
 from infoprompt.errors import UserError
 
-# infoprompt against its ablations and the prompt baselines, when both sides are in the results.
+# infoprompt against its ablations, the prompt baselines and the peers, when both sides are in the results.
 DEFAULT_BASELINES = ("infoprompt-ce", "infoprompt-no-head", "infoprompt-no-rep", "warp", "idpg", "peft-prompt-tuning",
                      "linear-probe", "setfit")
 # The recommended preset is compared with its own β = γ = 0 twin, the paper's method and the peers.
