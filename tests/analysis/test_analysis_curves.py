@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -253,20 +254,28 @@ def test_a_log_without_bounds_gives_no_information_curve(tmp_path):
     assert "mi_share" not in text and (tmp_path / "out" / "curves-sst2-minilm.png").is_file()
 
 
-def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone, toy_examples, tmp_path):
+@pytest.mark.parametrize("n_examples", [16, 17], ids=["full-batches", "one-example-last-batch"])
+def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone, toy_examples, n_examples, tmp_path):
+    """17 examples in batches of 4 end every epoch on a one-example batch, whose in-batch bound has cap 0:
+    the run's own summary and the curves read from its log must both leave that step out."""
+    examples = toy_examples + [replace(toy_examples[0], source="toy:17")][: n_examples - len(toy_examples)]
     model = build_classifier(
-        RunSpec(task="sst2", method="infoprompt-plus", seed=5, classifier={"max_length": 48}), bert_backbone
+        RunSpec(task="sst2", method="infoprompt-plus", seed=6, classifier={"max_length": 48}), bert_backbone
     )
     directory = tmp_path / "infoprompt-plus"
     directory.mkdir()
-    config = TrainConfig(epochs=3, batch_size=4, seed=5, progress=False, select="holdout")
-    result = train(model, toy_examples, toy_examples[:4], config, directory / "train_log.jsonl")
+    config = TrainConfig(epochs=3, batch_size=4, seed=6, progress=False, select="holdout")  # keeps >= 1 epoch at both sizes
+    result = train(model, examples, examples[:4], config, directory / "train_log.jsonl")
     assert result["steps"] > 0  # precondition: selection kept at least one epoch
     kinds = {
         json.loads(line).get("phase") for line in (directory / "train_log.jsonl").read_text().splitlines()
     }
     assert {"select", "train"} <= kinds
-    steps_per_epoch = 4  # 16 examples, batch 4: a window of one epoch makes the final share the last epoch's
+    steps_per_epoch = -(-n_examples // 4)  # a window of one epoch makes the final share the last epoch's
+    caps = [
+        json.loads(line).get("mi_rep_cap") for line in (directory / "train_log.jsonl").read_text().splitlines()
+    ]
+    assert (0.0 in caps) == (n_examples % 4 == 1)  # precondition: the 17-example run has cap-0 steps
     record = run_curves(
         CurvesConfig(runs=(str(directory),), out=str(tmp_path / "out"), window=steps_per_epoch)
     )
@@ -278,3 +287,19 @@ def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone,
         assert info["saturated_at_step"] == [expected["saturated_at_step"]]
         assert info["final_share"] == pytest.approx([expected["last_epoch_share_of_cap"]])
     assert SATURATION == TRAINING_SATURATION
+
+
+def test_initial_and_final_loss_both_leave_out_a_step_that_lacks_the_loss(tmp_path):
+    write_run(tmp_path / "runs" / "w1", "warp", 1, steps=20)
+    log = tmp_path / "runs" / "w1" / "train_log.jsonl"
+    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    steps = [r for r in records if r["type"] == "step"]
+    del steps[0]["loss_pred"]  # the first step of the window lacks the loss
+    del steps[-1]["loss_pred"]  # and so does the last one
+    log.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    losses = [r["loss_pred"] for r in steps if "loss_pred" in r]
+
+    record = run_curves(CurvesConfig(runs=(str(tmp_path / "runs"),), out=str(tmp_path / "out"), window=4))
+    summary = record["groups"]["warp"]
+    assert summary["initial_loss_mean"] == pytest.approx(np.mean(losses[:3]))
+    assert summary["final_loss_mean"] == pytest.approx(np.mean(losses[-3:]))

@@ -281,6 +281,11 @@ def saturation_step(
     return int(np.asarray(steps)[hits[0]]) if hits.size else None
 
 
+def _first_mean(values: np.ndarray, window: int) -> float:
+    """Mean of the first ``window`` values, NaN ones left out, as ``_last_mean`` counts the end."""
+    return float(trailing_mean(values, window)[max(1, min(int(window), values.size)) - 1])
+
+
 def _last_mean(values: np.ndarray, window: int) -> float:
     """Mean of the last ``window`` values, NaN ones left out (the trailing mean's last point)."""
     return float(trailing_mean(values, window)[-1])
@@ -335,7 +340,7 @@ def group_summary(group: Sequence[RunLog], loss: str, window: int, metric: str |
     per_run = [steps_to_fraction(r.steps, r.losses[loss], window) for r in group]
     reached = [s for s in per_run if s is not None]
     finals = [r.final.get(metric) for r in group if metric and metric in r.final]
-    first_w = [float(r.losses[loss][: max(1, min(window, r.losses[loss].size))].mean()) for r in group]
+    first_w = [_first_mean(r.losses[loss], window) for r in group]
     last_w = [_last_mean(r.losses[loss], window) for r in group]
     raw = mean_curve([r.steps for r in group], [r.losses[loss] for r in group])
     return {
