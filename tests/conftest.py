@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,3 +71,12 @@ def toy_sentiment(n: int = 16) -> list[Example]:
 @pytest.fixture
 def toy_examples() -> list[Example]:
     return toy_sentiment()
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread for the test, restored after it: small tensors only lose to a second thread."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

@@ -31,13 +31,8 @@ def true_cmi(dim: int, strength: float) -> float:
     return 0.5 * dim * math.log(1.0 + strength**2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Small tensors: a second intra-op thread only adds contention on the shared CPU.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# Small tensors: a second intra-op thread only adds contention on the shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 CONFIG = EstimatorConfig(n_negatives=32, steps=200, batch_size=128, lr=1e-2, score_draws=4, seed=0)

@@ -10,13 +10,8 @@ from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.tasks import get_task
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# Small tensors: a second intra-op thread only adds contention on the shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def save_tiny_adapter(backbone, directory, method: str = "infoprompt", task: str = "sst2"):

@@ -13,13 +13,8 @@ from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig, PromptClassifier
 from infoprompt.training import cache_features, encode_examples
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# Small tensors: a second intra-op thread only adds contention on the shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(backbone, method: str = "infoprompt", n_prompts: int = 1, **overrides) -> PromptClassifier:

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from infoprompt.analysis.cmi import EstimatorConfig
 from infoprompt.analysis.cmi_report import CMIConfig, run_cmi
@@ -21,12 +20,8 @@ from infoprompt.model import ClassifierConfig, PromptClassifier
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# Small tensors: a second intra-op thread only adds contention on the shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def assert_written(directory, stem: str, suffixes: tuple[str, ...]) -> None:
