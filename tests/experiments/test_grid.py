@@ -114,3 +114,40 @@ grids:
     assert Cell("sst2", "warp", 64, 4, 1, sampling="balanced").settings_hash != plain.settings_hash
     with pytest.raises(UserError, match=r"g.yaml.*sampling.*stratified"):
         load_cells(write(tmp_path, "g.yaml", "tasks: [sst2]\nsampling: stratified\n"))
+
+
+BLOCKS = """
+tasks: [sst2, mrpc]
+seeds: [1, 2]
+grids:
+  - methods: [warp, infoprompt]
+    shots: [64]
+  - methods: [linear-probe, setfit]
+    shots: [64, 256]
+    training: {eval_every_epochs: 0}
+"""
+
+
+def test_axis_flags_select_part_of_a_grid_of_blocks(tmp_path):
+    path = write(tmp_path, "g.yaml", BLOCKS)
+    setfit = load_cells(path, {"methods": ["setfit"], "shots": [64], "tasks": ["mrpc"]})
+    assert [c.id for c in setfit] == [f"task=mrpc/method=setfit/shots=64/np=0/seed={s}" for s in (1, 2)]
+    assert setfit[0].training == {"eval_every_epochs": 0}  # the block's own settings, not another block's
+    # A flag cuts a block's own list; one the blocks leave to the top level (seeds) replaces it.
+    cells = load_cells(path, {"shots": [256], "seeds": [5]})
+    assert {(c.method, c.shots, c.seed) for c in cells} == {(m, 256, 5) for m in ("linear-probe", "setfit")}
+    assert {c.id for c in load_cells(path, {"shots": ["64"]})} == {
+        c.id for c in load_cells(path) if c.shots == 64
+    }
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"methods": ["warp"], "shots": [256]}, "the flags select no cell of this grid (--methods warp --shots 256)"),
+    ({"methods": ["warp", "setfit"], "shots": [256]}, "no cell of this grid has --methods warp among"),
+    ({"methods": ["finetune"]}, "the flags select no cell of this grid (--methods finetune)"),
+])
+def test_axis_flags_that_select_nothing_are_named(tmp_path, flags, message):
+    path = write(tmp_path, "g.yaml", BLOCKS)
+    with pytest.raises(UserError) as caught:
+        load_cells(path, flags)
+    assert str(caught.value).startswith(f"{path}: {message}")

@@ -21,7 +21,7 @@ def _ints(value: str) -> list[int]:
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Grid values given on the command line; they replace the grid file's in every block."""
+    """Grid values given on the command line (see :func:`~infoprompt.experiments.grid.cells_from_config`)."""
     overrides: dict[str, Any] = {}
     for axis in ("tasks", "methods", "shots", "n_prompts", "seeds"):
         if getattr(args, axis) is not None:
@@ -94,7 +94,12 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument("--results", required=True, help="results directory (one JSON record per cell)")
     sweep.add_argument("--grid", help="grid file (.yaml/.yml/.toml); see configs/")
-    sweep.add_argument("--tasks", type=_csv, help="comma-separated tasks (replaces the grid's)")
+    sweep.add_argument(
+        "--tasks", type=_csv,
+        help="comma-separated tasks. Axis flags (--tasks, --methods, --shots, --n-prompts, --seeds) replace the "
+             "grid file's top-level list and cut each block's own list to the values named: on a grid of "
+             "blocks they run the part of it you name",
+    )
     sweep.add_argument("--methods", type=_csv, help="comma-separated methods")
     sweep.add_argument("--shots", type=lambda v: [parse_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
     sweep.add_argument("--n-prompts", type=_ints, help="e.g. 1,4")

@@ -214,15 +214,61 @@ def merge_block(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
+def _axis_values(axis: str, values: Any, where: str) -> list[Any]:
+    """An axis list in the form cells carry it (shots as int or None, counts as int), to compare values."""
+    items = _as_list(values, where)
+    if axis == "shots":
+        return [_parse_shots(v, where) for v in items]
+    if axis in ("n_prompts", "seeds"):
+        return [_parse_int(v, where, 1 if axis == "n_prompts" else 0) for v in items]
+    return [str(v) for v in items]
+
+
+def narrow_block(block: dict[str, Any], axes: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """``block`` with each of its own axis lists cut to the values ``axes`` (flags) name; ``None`` when a list
+    is left empty, i.e. the flags select nothing of this block. Axes the block does not list are left to the
+    top level, where the flags replace them."""
+    narrowed = dict(block)
+    for axis, wanted in axes.items():
+        if axis in block:
+            wanted_values = _axis_values(axis, wanted, f"{where}: flag --{axis.replace('_', '-')}")
+            kept = [v for v in _axis_values(axis, block[axis], f"{where}.{axis}") if v in wanted_values]
+            if not kept:
+                return None
+            narrowed[axis] = kept
+    return narrowed
+
+
+def _unmatched_flags(cells: Sequence[Cell], axes: dict[str, Any], where: str) -> list[str]:
+    """Flag values that no cell of the grid carries, as ``--flag value`` (n_p counts only for prompt methods)."""
+    attribute = {"tasks": "task", "methods": "method", "shots": "shots", "n_prompts": "n_prompts", "seeds": "seed"}
+    missing = []
+    for axis, wanted in axes.items():
+        present = {getattr(c, attribute[axis]) for c in cells}
+        if axis == "n_prompts" and present <= {0}:
+            continue  # only methods without prompts were selected: they ignore n_p
+        for value in _axis_values(axis, wanted, f"{where}: flag --{axis.replace('_', '-')}"):
+            if value not in present:
+                missing.append(f"--{axis.replace('_', '-')} {shots_label(value) if axis == 'shots' else value}")
+    return missing
+
+
 def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, Any] | None = None) -> list[Cell]:
-    """Cells of a parsed grid file: top-level defaults plus optional ``grids:`` blocks; ``overrides`` (flags) win."""
+    """Cells of a parsed grid file: top-level defaults plus optional ``grids:`` blocks, then ``overrides``
+    (flags). An axis flag replaces the top-level list, and cuts a block's own list to the values it names, so
+    that ``--methods setfit`` on a grid of several blocks runs that grid's setfit cells and no others; setting
+    flags (``training``, ``backbone``, ...) win over every block."""
     if not isinstance(config, dict):
         raise _fail(where, "expected a mapping at the top level")
     allowed = (*AXES, *SETTINGS, "grids")
     unknown = _unknown(config, allowed)
     if unknown:
         raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
+    overrides = overrides or {}
+    axis_flags = {k: v for k, v in overrides.items() if k in AXES}
+    setting_flags = {k: v for k, v in overrides.items() if k not in AXES}
     top = merge_block(DEFAULT_BLOCK, {k: v for k, v in config.items() if k != "grids"})
+    top = merge_block(top, axis_flags)
     blocks = config.get("grids")
     if blocks is None:
         blocks = [{}]
@@ -236,7 +282,10 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
         unknown = _unknown(block, (*AXES, *SETTINGS))
         if unknown:
             raise _fail(block_where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join((*AXES, *SETTINGS))}")
-        merged = merge_block(merge_block(top, block), overrides or {})
+        narrowed = narrow_block(block, axis_flags, block_where)
+        if narrowed is None:
+            continue
+        merged = merge_block(merge_block(top, narrowed), setting_flags)
         if "tasks" not in merged:
             raise _fail(block_where, "no tasks given (a 'tasks' list or --tasks)")
         for cell in expand_block(merged, block_where):
@@ -244,6 +293,11 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
             previous = cells.setdefault(cell, cell)
             if previous.settings_hash != cell.settings_hash:
                 raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings")
+    unmatched = _unmatched_flags(list(cells), axis_flags, where)
+    if not cells:
+        raise _fail(where, f"the flags select no cell of this grid ({' '.join(unmatched)})")
+    if unmatched:
+        raise _fail(where, f"no cell of this grid has {', '.join(unmatched)} among those the other flags select")
     return sorted(cells, key=Cell.sort_key)
 
 
