@@ -151,22 +151,22 @@ def _check_mapping(value: Any, allowed: Sequence[str], where: str) -> dict[str, 
 
 def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     """The cells of one fully specified block (axes plus settings), validated."""
-    tasks = [str(t) for t in _as_list(block["tasks"], f"{where}.tasks")]
+    tasks = _axis_values("tasks", block["tasks"], f"{where}.tasks")
     for name in tasks:
         try:
             get_task(name)
         except UserError as error:
             raise _fail(f"{where}.tasks", str(error)) from None
-    methods = [str(m) for m in _as_list(block["methods"], f"{where}.methods")]
+    methods = _axis_values("methods", block["methods"], f"{where}.methods")
     presets = {}
     for name in methods:
         try:
             presets[name] = get_method(name)
         except UserError as error:
             raise _fail(f"{where}.methods", str(error)) from None
-    shots = [_parse_shots(v, f"{where}.shots") for v in _as_list(block["shots"], f"{where}.shots")]
-    n_prompts = [_parse_int(v, f"{where}.n_prompts", 1) for v in _as_list(block["n_prompts"], f"{where}.n_prompts")]
-    seeds = [_parse_int(v, f"{where}.seeds", 0) for v in _as_list(block["seeds"], f"{where}.seeds")]
+    shots = _axis_values("shots", block["shots"], f"{where}.shots")
+    n_prompts = _axis_values("n_prompts", block["n_prompts"], f"{where}.n_prompts")
+    seeds = _axis_values("seeds", block["seeds"], f"{where}.seeds")
     training = _check_mapping(block["training"], TRAINING_KEYS, f"{where}.training")
     classifier = _check_mapping(block["classifier"], CLASSIFIER_KEYS, f"{where}.classifier")
     # Values are checked here, before any cell runs, not by the first cell that uses them.
@@ -224,22 +224,25 @@ def _axis_values(axis: str, values: Any, where: str) -> list[Any]:
     return [str(v) for v in items]
 
 
-def narrow_block(block: dict[str, Any], axes: dict[str, Any], where: str) -> dict[str, Any] | None:
-    """``block`` with each of its own axis lists cut to the values ``axes`` (flags) name; ``None`` when a list
-    is left empty, i.e. the flags select nothing of this block. Axes the block does not list are left to the
+def _flag(axis: str) -> str:
+    return f"--{axis.replace('_', '-')}"
+
+
+def narrow_block(block: dict[str, Any], axes: dict[str, list[Any]], where: str) -> dict[str, Any] | None:
+    """``block`` with each of its own axis lists cut to the values ``axes`` (parsed flags) name; ``None`` when a
+    list is left empty, i.e. the flags select nothing of this block. Axes the block does not list are left to the
     top level, where the flags replace them."""
     narrowed = dict(block)
     for axis, wanted in axes.items():
         if axis in block:
-            wanted_values = _axis_values(axis, wanted, f"{where}: flag --{axis.replace('_', '-')}")
-            kept = [v for v in _axis_values(axis, block[axis], f"{where}.{axis}") if v in wanted_values]
+            kept = [v for v in _axis_values(axis, block[axis], f"{where}.{axis}") if v in wanted]
             if not kept:
                 return None
             narrowed[axis] = kept
     return narrowed
 
 
-def _unmatched_flags(cells: Sequence[Cell], axes: dict[str, Any], where: str) -> list[str]:
+def _unmatched_flags(cells: Sequence[Cell], axes: dict[str, list[Any]]) -> list[str]:
     """Flag values that no cell of the grid carries, as ``--flag value`` (n_p counts only for prompt methods)."""
     attribute = {"tasks": "task", "methods": "method", "shots": "shots", "n_prompts": "n_prompts", "seeds": "seed"}
     missing = []
@@ -247,9 +250,9 @@ def _unmatched_flags(cells: Sequence[Cell], axes: dict[str, Any], where: str) ->
         present = {getattr(c, attribute[axis]) for c in cells}
         if axis == "n_prompts" and present <= {0}:
             continue  # only methods without prompts were selected: they ignore n_p
-        for value in _axis_values(axis, wanted, f"{where}: flag --{axis.replace('_', '-')}"):
+        for value in wanted:
             if value not in present:
-                missing.append(f"--{axis.replace('_', '-')} {shots_label(value) if axis == 'shots' else value}")
+                missing.append(f"{_flag(axis)} {shots_label(value) if axis == 'shots' else value}")
     return missing
 
 
@@ -266,6 +269,7 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
         raise _fail(where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
     overrides = overrides or {}
     axis_flags = {k: v for k, v in overrides.items() if k in AXES}
+    wanted = {k: _axis_values(k, v, f"{where}: flag {_flag(k)}") for k, v in axis_flags.items()}
     setting_flags = {k: v for k, v in overrides.items() if k not in AXES}
     top = merge_block(DEFAULT_BLOCK, {k: v for k, v in config.items() if k != "grids"})
     top = merge_block(top, axis_flags)
@@ -282,7 +286,7 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
         unknown = _unknown(block, (*AXES, *SETTINGS))
         if unknown:
             raise _fail(block_where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join((*AXES, *SETTINGS))}")
-        narrowed = narrow_block(block, axis_flags, block_where)
+        narrowed = narrow_block(block, wanted, block_where)
         if narrowed is None:
             continue
         merged = merge_block(merge_block(top, narrowed), setting_flags)
@@ -293,7 +297,7 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
             previous = cells.setdefault(cell, cell)
             if previous.settings_hash != cell.settings_hash:
                 raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings")
-    unmatched = _unmatched_flags(list(cells), axis_flags, where)
+    unmatched = _unmatched_flags(list(cells), wanted)
     if not cells:
         raise _fail(where, f"the flags select no cell of this grid ({' '.join(unmatched)})")
     if unmatched:
