@@ -1,9 +1,13 @@
-"""The ``infoprompt analyze`` command group: registration, a full curves run, one-line user errors."""
+"""The ``infoprompt analyze`` command group: registration, shared flags, a full curves run, one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import pytest
+
+from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.cli import build_parser, main
 
 
@@ -46,3 +50,34 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     assert main(["analyze", "curves", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("infoprompt: error:") and "does not exist" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("analysis", "runner", "record"),
+    [
+        ("cmi", "infoprompt.analysis.cmi_report.run_cmi", {"summaries": {}}),
+        ("landscape", "infoprompt.analysis.landscape_report.run_landscape", {"roughness": {}, "trajectories": {}}),
+    ],
+)
+def test_shared_flags_reach_the_analysis_config(analysis, runner, record, monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner, lambda config: seen.append(config) or record)
+    flags = ["--task", "mrpc", "--out", "o", "--backbone", "mpnet", "--data-dir", "d", "--source", "hub"]
+    flags += ["--name", "n", "--seed", "7", "--cache-dir", "c", "--quiet"]
+    assert main(["analyze", analysis, *flags]) == 0
+    (config,) = seen
+    assert isinstance(config, AnalysisTarget)
+    shared = {field.name: getattr(config, field.name) for field in dataclasses.fields(AnalysisTarget)}
+    assert shared == {
+        "task": "mrpc",
+        "out": "o",
+        "backbone": "mpnet",
+        "data_dir": "d",
+        "source": "hub",
+        "name": "n",
+        "seed": 7,
+        "cache_dir": "c",
+        "progress": False,
+    }
+    assert config.stem(analysis, "mrpc") == "n"
+    assert dataclasses.replace(config, name=None).stem(analysis, "mrpc") == f"{analysis}-mrpc-mpnet"

@@ -29,6 +29,21 @@ def _model_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1)
 
 
+def _target_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The :class:`~infoprompt.analysis.target.AnalysisTarget` fields from ``_model_source`` + ``_common``."""
+    return {
+        "task": args.task,
+        "out": args.out,
+        "backbone": args.backbone,
+        "data_dir": args.data_dir,
+        "source": args.source,
+        "name": args.name,
+        "seed": args.seed,
+        "cache_dir": args.cache_dir,
+        "progress": not args.quiet,
+    }
+
+
 def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
     analyze = commands.add_parser(
         "analyze", help="figures that explain prompts: cmi, landscape, curves (+ redraw)"
@@ -161,12 +176,7 @@ def cmd_cmi(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     config = CMIConfig(
-        task=args.task,
-        out=args.out,
-        backbone=args.backbone,
-        data_dir=args.data_dir,
-        source=args.source,
-        name=args.name,
+        **_target_fields(args),
         split=args.split,
         n_examples=args.examples,
         fit_fraction=args.fit_fraction,
@@ -182,10 +192,7 @@ def cmd_cmi(args: argparse.Namespace) -> int:
         estimators=tuple(dict.fromkeys(args.estimators)),
         swap_negatives=args.swap_negatives,
         estimator=estimator,
-        seed=args.seed,
         batch_size=args.batch_size,
-        cache_dir=args.cache_dir,
-        progress=not args.quiet,
     )
     record = run_cmi(config)
     for estimator_name, per_source in record["summaries"].items():
@@ -201,12 +208,7 @@ def cmd_landscape(args: argparse.Namespace) -> int:
     from infoprompt.analysis.landscape_report import LandscapeConfig, run_landscape
 
     config = LandscapeConfig(
-        task=args.task,
-        out=args.out,
-        backbone=args.backbone,
-        data_dir=args.data_dir,
-        source=args.source,
-        name=args.name,
+        **_target_fields(args),
         method=args.method,
         gammas=tuple(args.gammas),
         beta=args.beta,
@@ -218,9 +220,6 @@ def cmd_landscape(args: argparse.Namespace) -> int:
         grid=args.grid,
         extent=args.extent,
         roughness_directions=args.directions,
-        seed=args.seed,
-        cache_dir=args.cache_dir,
-        progress=not args.quiet,
     )
     record = run_landscape(config)
     for surface, roughness in record["roughness"].items():

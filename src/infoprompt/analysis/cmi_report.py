@@ -16,6 +16,7 @@ from infoprompt.analysis.cmi import EstimatorConfig, Inputs, estimate, summarise
 from infoprompt.analysis.outputs import atomic_write_json, output_path, write_csv
 from infoprompt.analysis.plotting import plot_cmi
 from infoprompt.analysis.sources import DEFAULT_TEXTS, SourceSpec, StateCollector
+from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
@@ -33,13 +34,11 @@ CMI_CSV_HEADER = ("estimator", "source", "example", "cmi_lower_bound")
 
 
 @dataclass
-class CMIConfig:
-    """``infoprompt analyze cmi``.
+class CMIConfig(AnalysisTarget):
+    """``infoprompt analyze cmi``: the :class:`AnalysisTarget` fields (outputs ``<out>/<name>.{png,json,csv}``,
+    default name ``cmi-<task>-<backbone>``) and these.
 
     Attributes:
-        task / backbone / data_dir / source: what to analyse (as for ``infoprompt train``).
-        out / name: the PNG, JSON and CSV are ``<out>/<name>.{png,json,csv}`` (default name
-            ``cmi-<task>-<backbone>``).
         split: split the examples come from (default: the task's eval split, which no adapter trained on).
         n_examples: examples drawn with ``seed``; the first ``fit_fraction`` fit the critics, the rest are
             scored.
@@ -57,15 +56,8 @@ class CMIConfig:
         estimator: critic budget of the ``presence`` estimator (``swap`` uses it with K = ``swap_negatives``).
         seed: seeds the example draw, the random prompts, the swap partners and the training runs.
         batch_size: batch size of the encoder passes.
-        progress: progress bars.
     """
 
-    task: str
-    out: str
-    backbone: str = "minilm"
-    data_dir: str | None = None
-    source: str = "files"
-    name: str | None = None
     split: str | None = None
     n_examples: int = 512
     fit_fraction: float = 0.5
@@ -81,10 +73,7 @@ class CMIConfig:
     estimators: tuple[str, ...] = ("presence",)
     swap_negatives: int = 7
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
-    seed: int = 1
     batch_size: int = 32
-    cache_dir: str | None = None
-    progress: bool = True
 
 
 def _partners(size: int, k: int, offset: int, generator: torch.Generator) -> torch.Tensor:
@@ -204,7 +193,7 @@ def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, ob
             tail = max(1, len(result.fit_curve) // 10)
             fit_end[name][label] = float(result.fit_curve[-tail:].mean())
 
-    name = config.name or f"cmi-{task.name}-{Path(config.backbone).name}"
+    name = config.stem("cmi", task.name)
     k_of = {"presence": config.estimator.n_negatives, "swap": config.swap_negatives}
     record = {
         "analysis": "cmi",

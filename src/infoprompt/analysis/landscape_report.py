@@ -14,6 +14,7 @@ from infoprompt.analysis.landscape import LandscapeEvaluator, auto_extent, grid_
 from infoprompt.analysis.outputs import atomic_write_json, output_path, write_npz
 from infoprompt.analysis.plotting import plot_landscape
 from infoprompt.analysis.roughness import roughness_index
+from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.analysis.trajectory import TrajectoryConfig, record_trajectory
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
@@ -24,12 +25,11 @@ from infoprompt.tasks import get_task, sample_few_shot
 
 
 @dataclass
-class LandscapeConfig:
-    """``infoprompt analyze landscape``.
+class LandscapeConfig(AnalysisTarget):
+    """``infoprompt analyze landscape``: the :class:`AnalysisTarget` fields (outputs
+    ``<out>/<name>.{png,json,npz}``, default name ``landscape-<task>-<backbone>``) and these.
 
     Attributes:
-        task / backbone / data_dir / source / out / name: as for
-            :class:`~infoprompt.analysis.cmi_report.CMIConfig` (default name ``landscape-<task>-<backbone>``).
         method: method of the trajectory runs (one prompt token): ``infoprompt`` (generated), ``warp``
             (static).
         gammas: head-loss weights of the runs whose trajectories are drawn (the paper: 0.05 and 0).
@@ -47,12 +47,6 @@ class LandscapeConfig:
         seed: seeds the draw of shots and probe, the initialisation, training and the surfaces' noise.
     """
 
-    task: str
-    out: str
-    backbone: str = "minilm"
-    data_dir: str | None = None
-    source: str = "files"
-    name: str | None = None
     method: str = "infoprompt"
     gammas: tuple[float, ...] = (0.05, 0.0)
     beta: float | None = None
@@ -64,9 +58,6 @@ class LandscapeConfig:
     grid: int = 25
     extent: float | None = None
     roughness_directions: int = 64
-    seed: int = 1
-    cache_dir: str | None = None
-    progress: bool = True
 
 
 def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> dict[str, object]:
@@ -146,7 +137,7 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
             "in_plane_fraction_of_displacement": _in_plane_fraction(trajectory.prompts, plane.axes.numpy()),
         }
 
-    name = config.name or f"landscape-{task.name}-{Path(config.backbone).name}"
+    name = config.stem("landscape", task.name)
     reference_gamma = config.gammas[config.reference]
     arrays: dict[str, np.ndarray] = {
         "xs": xs,
