@@ -109,6 +109,21 @@ def test_report_writes_markdown_and_csv_files(tmp_path):
     assert warp["n_seeds"] == "3" and warp["seeds"] == "1 2 3" and float(warp["std"]) == pytest.approx(0.1)
 
 
+def test_a_rerun_removes_the_tables_the_new_layout_no_longer_has_and_keeps_other_files(tmp_path):
+    # one n_p value: 64 shots alone gives the task × n_p table, 64 and 256 give the task × shots one instead
+    single_np = [r for r in RECORDS if r["n_prompts"] in (0, 4) and r["status"] == "ok"]
+    store(tmp_path / "results", [r for r in single_np if r["shots"] == 64])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.md").write_text("mine")
+    _, first = build_report(tmp_path / "results", tmp_path / "out")
+    assert "table-np-shots=64.csv" in {p.name for p in first}
+    store(tmp_path / "results", [r for r in single_np if r["shots"] == 256])
+    _, second = build_report(tmp_path / "results", tmp_path / "out")
+    on_disk = {p.name for p in (tmp_path / "out").iterdir()}
+    assert on_disk == {p.name for p in second} | {"notes.md"}
+    assert "table-shots-np=4.md" in on_disk and "table-np-shots=64.csv" not in on_disk
+
+
 def test_tasks_choose_the_columns_of_every_section_paired_tests_included(tmp_path):
     store(tmp_path / "results", RECORDS)
     text, _ = build_report(tmp_path / "results", tmp_path / "out", tasks=["sst2"], comparisons=[("infoprompt", "warp")])

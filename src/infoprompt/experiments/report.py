@@ -340,5 +340,21 @@ def build_report(
     if pairs:
         atomic_write_text(out / "paired.csv", paired_csv(pairs))
         written.append(out / "paired.csv")
+    _remove_stale_outputs(out, written)
     return text, written
+
+
+# Names build_report writes; only these are ever removed from an output directory.
+_OWN_OUTPUTS = ("*table-np-shots=*.csv", "*table-np-shots=*.md", "*table-shots-np=*.csv", "*table-shots-np=*.md",
+                "paired.csv")
+
+
+def _remove_stale_outputs(out: Path, written: Sequence[Path]) -> None:
+    """Delete the tables an earlier report wrote that this one did not (a grid that gained a shots value changes
+    its layout), so that no out-of-date table sits beside the current ones."""
+    keep = {path.name for path in written}
+    for pattern in _OWN_OUTPUTS:
+        for path in out.glob(pattern):
+            if path.name not in keep:
+                path.unlink()
 
