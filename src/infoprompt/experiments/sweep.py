@@ -126,7 +126,8 @@ def run_sweep(
 
     A finished cell (record with ``status: ok``) is skipped, so a killed sweep resumes where it stopped; a
     cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
-    again). ``KeyboardInterrupt`` stops the sweep; the cell in progress leaves no record. Each cell is claimed
+    again). ``KeyboardInterrupt`` stops the sweep, and so does a backbone that cannot be loaded (its
+    :class:`UserError`); the cell in progress leaves no record. Each cell is claimed
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
     taken, so workers of one pass do not each run a failing cell.
@@ -191,8 +192,10 @@ def _run_cell(
 ) -> tuple[str, float]:
     """Run one cell and store its record (finished or failed); returns the log message and the seconds taken."""
     started = time.perf_counter()
+    # Not the cell's failure but the machine's (a missing package, an unknown name): every cell naming this
+    # backbone would fail the same way, so the sweep stops with the loader's one-line error and records nothing.
+    backbone = backbones.get(cell.backbone, cell.cache_dir)
     try:
-        backbone = backbones.get(cell.backbone, cell.cache_dir)
         out = run_dir(results_dir, cell) if save_runs and is_main else None
         record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
     except KeyboardInterrupt:
