@@ -144,6 +144,12 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return True
 
 
+def silence_length_warning(tokenizer: object) -> None:
+    """Templates cut long texts to the budget themselves, after counting their tokens: the tokenizer's
+    "indexing errors" warning about a text longer than the model is noise here."""
+    getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
 def load_backbone(
     name: str, *, cache_dir: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32
 ) -> Backbone:
@@ -157,8 +163,7 @@ def load_backbone(
     try:
         config = AutoConfig.from_pretrained(location, **offline)
         tokenizer = AutoTokenizer.from_pretrained(location, **offline)
-        # Templates cut long texts to the budget themselves; the tokenizer's "indexing errors" warning is noise.
-        getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = True
+        silence_length_warning(tokenizer)
         model = AutoModel.from_pretrained(location, config=config, dtype=dtype, **offline)
     except (OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -161,6 +161,19 @@ def test_long_inputs_keep_entity_mentions_or_are_refused(toy_task, tiny_bert_dir
         strict.template_encoder.text({"sentence": "the movie was very very very good and funny"}, "row 1")
 
 
+def test_counting_the_tokens_of_a_long_text_logs_no_length_warning(caplog):
+    from transformers import AutoTokenizer
+
+    from infoprompt.backbones import minilm_path
+    from infoprompt.baselines.setfit_peer import SetFitTextEncoder
+
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))  # the packaged MiniLM's, which does warn
+    encoder = SetFitTextEncoder(None, tokenizer, Template.parse("<cls> {sentence:cut-end} <sep>"), 16, True)
+    caplog.clear()
+    _, truncated = encoder.text({"sentence": "a very long review " * 200}, "row 1")
+    assert truncated and "Token indices sequence length" not in caplog.text
+
+
 def test_missing_extra_is_a_one_line_error(monkeypatch, capsys, tmp_path, data_dir):
     monkeypatch.setitem(sys.modules, "setfit", None)  # import setfit now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'infoprompt\[setfit\]'"):

@@ -17,7 +17,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from infoprompt.backbones import Backbone
+from infoprompt.backbones import Backbone, silence_length_warning
 from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, read_json_object
@@ -119,6 +119,7 @@ class SetFitTextEncoder:
     def __init__(self, body: Any, tokenizer: Any, template: Template, max_length: int, truncate: bool):
         self.body = body
         self.tokenizer = tokenizer
+        silence_length_warning(tokenizer)  # ``text`` counts the tokens of whole fields before cutting them
         self.template = template
         self.max_length = max_length
         self.truncate = truncate
