@@ -357,4 +357,3 @@ def _remove_stale_outputs(out: Path, written: Sequence[Path]) -> None:
         for path in out.glob(pattern):
             if path.name not in keep:
                 path.unlink()
-
