@@ -21,6 +21,9 @@ from infoprompt.io_utils import atomic_write_text
 from infoprompt.tasks import TASKS
 
 # Rows in the paper's order (Tables 1-4), then the peers the paper does not have.
+# File-name stems of the two table layouts; build_report writes each as .csv and .md, and removes stale ones.
+NP_TABLE = "table-np-shots="
+SHOTS_TABLE = "table-shots-np="
 METHOD_ORDER = ("finetune", "adapter", "warp", "idpg", "infoprompt", "infoprompt-no-head", "infoprompt-no-rep",
                 "infoprompt-ce", "infoprompt-plus", "infoprompt-plus-ce", "peft-prompt-tuning", "linear-probe", "setfit")
 METHOD_LABELS = {"infoprompt-no-head": "infoprompt-no-head (γ=0)", "infoprompt-no-rep": "infoprompt-no-rep (β=0)",
@@ -172,7 +175,7 @@ def build_tables(stats: dict[tuple, Stat], tasks: Sequence[str] | None = None) -
         if len(prompt_counts) > 1 or len(shots_values) == 1:
             for shots in shots_values:
                 table = Table(
-                    name=f"{slug}table-np-shots={shots}",
+                    name=f"{slug}{NP_TABLE}{shots}",
                     title=f"{prefix}shots={shots}: columns task × n_p (paper Table 1 layout)",
                     columns=[f"{t} (n_p={p})" for t in task_order for p in prompt_counts],
                     notes=[note] if any(k[4] == 0 for k in keys) and prompt_counts != [0] else [],
@@ -185,7 +188,7 @@ def build_tables(stats: dict[tuple, Stat], tasks: Sequence[str] | None = None) -
         if len(shots_values) > 1:
             for count in prompt_counts:
                 table = Table(
-                    name=f"{slug}table-shots-np={count}",
+                    name=f"{slug}{SHOTS_TABLE}{count}",
                     title=f"{prefix}n_p={count}: columns task × shots (paper Table 3 layout)",
                     columns=[f"{t} ({s})" for t in task_order for s in shots_values],
                     notes=["methods without prompts (n_p=0) are shown with their single run"] if count else [],
@@ -345,8 +348,7 @@ def build_report(
 
 
 # Names build_report writes; only these are ever removed from an output directory.
-_OWN_OUTPUTS = ("*table-np-shots=*.csv", "*table-np-shots=*.md", "*table-shots-np=*.csv", "*table-shots-np=*.md",
-                "paired.csv")
+_OWN_OUTPUTS = (*(f"*{stem}*{suffix}" for stem in (NP_TABLE, SHOTS_TABLE) for suffix in (".csv", ".md")), "paired.csv")
 
 
 def _remove_stale_outputs(out: Path, written: Sequence[Path]) -> None:

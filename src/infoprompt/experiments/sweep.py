@@ -126,8 +126,8 @@ def run_sweep(
 
     A finished cell (record with ``status: ok``) is skipped, so a killed sweep resumes where it stopped; a
     cell that raises is stored with ``status: failed`` and its error, and the sweep goes on (a rerun tries it
-    again). ``KeyboardInterrupt`` stops the sweep, and so does a backbone that cannot be loaded (its
-    :class:`UserError`); the cell in progress leaves no record. Each cell is claimed
+    again). ``KeyboardInterrupt`` stops the sweep, and so does a backbone that cannot be loaded (the loader's
+    error is raised); the cell in progress leaves no record. Each cell is claimed
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
     taken, so workers of one pass do not each run a failing cell.
