@@ -23,6 +23,7 @@ class CentroidClassifier(BaselineModel):
 
     def __init__(self, backbone, config):
         super().__init__(backbone, config)
+        self.encoder = backbone.model  # registered, so that .to(device) moves it with the centroids
         self.centroids = nn.Parameter(torch.zeros(len(self.config.labels), backbone.hidden_size), requires_grad=False)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
@@ -30,7 +31,7 @@ class CentroidClassifier(BaselineModel):
 
     @torch.no_grad()
     def forward(self, batch, pooled=None):
-        states = self.backbone.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        states = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         features = mean_pool(states, batch.attention_mask)
         return -torch.cdist(features, self.centroids).pow(2), features, None
 

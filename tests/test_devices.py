@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.cli import main
 from infoprompt.errors import UserError
+from infoprompt.kinds import load_adapter
 from infoprompt.objectives import sample_context_negatives, standard_normal
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, resolve_device, train
@@ -82,3 +84,18 @@ def test_random_draws_come_from_the_generator_not_the_device():
     a = sample_context_negatives(embeddings, ids, positions, mask, 6, torch.Generator().manual_seed(1))
     b = sample_context_negatives(embeddings, ids, positions, mask, 6, torch.Generator().manual_seed(1))
     assert torch.equal(a, b) and a.shape == (1, 6, 4)
+
+
+@pytest.mark.parametrize("method", ["infoprompt", "warp", "linear-probe", "adapter", "finetune"])
+@pytest.mark.filterwarnings("ignore:for .*meta parameter in the current model")
+def test_built_and_loaded_models_move_to_their_backbones_device(method, tiny_model_dirs, tmp_path, monkeypatch):
+    """A training run leaves the shared encoder on its device (a GPU); a model built or loaded on that backbone
+    afterwards must be all there, not new parameters on the CPU beside it. Here the backbones say they are on
+    the meta device (which stands in for a GPU; the weights are read before the move, as on a GPU)."""
+    spec = RunSpec(task="sst2", method=method, backbone=str(tiny_model_dirs["bert"]), classifier={"max_length": 48})
+    build_classifier(spec, load_backbone(spec.backbone)).save_pretrained(tmp_path / "adapter")
+    monkeypatch.setattr(Backbone, "device", property(lambda self: torch.device("meta")))
+    built = build_classifier(spec, load_backbone(spec.backbone))
+    loaded = load_adapter(tmp_path / "adapter", backbone=load_backbone(spec.backbone))
+    for model in (built, loaded):
+        assert {parameter.device.type for parameter in model.parameters()} == {"meta"}

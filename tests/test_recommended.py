@@ -103,7 +103,7 @@ def test_text_mean_readout_is_the_mean_over_text_tokens_only(bert_backbone):
     examples = [Example({"sentence": "a great movie"}, "positive"), Example({"sentence": "boring dull plot and bad story"}, "negative")]
     encoded = encode_examples(model, examples)
     batch = prompted_batch(model, encoded, [0, 1])
-    states = torch.randn(*batch.input_ids.shape, 7)
+    states = torch.randn(*batch.input_ids.shape, 7).to(batch.input_ids.device)
     tokenizer = bert_backbone.tokenizer
     for row, example in enumerate(examples):
         text_ids = tokenizer(example.fields["sentence"], add_special_tokens=False)["input_ids"]
@@ -148,10 +148,11 @@ def test_warm_start_makes_the_head_the_logistic_regression_solution(bert_backbon
     with torch.no_grad():
         every = list(range(len(encoded)))
         logits, z, _ = model(prompted_batch(model, encoded, every), generator_inputs(model, encoded, every))
-    reference = LogisticRegression(C=REGULARISATION_C, max_iter=2000, random_state=0).fit(z.double().numpy(), encoded.labels.numpy())
+    z, logits = z.double().cpu().numpy(), logits.cpu()  # the model may be on a GPU that a training run left it on
+    reference = LogisticRegression(C=REGULARISATION_C, max_iter=2000, random_state=0).fit(z, encoded.labels.numpy())
     weight, bias = head_from_sklearn(reference, 2)
-    assert np.allclose(logits.softmax(-1).numpy(), reference.predict_proba(z.double().numpy()), atol=1e-4)
-    assert np.allclose(model.head.weight.detach().numpy(), weight, atol=1e-5)
+    assert np.allclose(logits.softmax(-1).numpy(), reference.predict_proba(z), atol=1e-4)
+    assert np.allclose(model.head.weight.detach().cpu().numpy(), weight, atol=1e-5)
 
 
 def test_holdout_split_is_stratified_disjoint_and_seeded():

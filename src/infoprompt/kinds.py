@@ -2,7 +2,8 @@
 train and load a model of any kind.
 
 A kind is a module with a model class (``Class(backbone, config)`` builds one, ``Class.load(directory, config,
-backbone)`` reads a saved adapter) and a trainer ``fit(model, train_examples, eval_examples, TrainConfig,
+backbone)`` reads a saved adapter; the modules it runs, the backbone's encoder too, are registered submodules, so
+that ``model.to(device)`` moves all of it) and a trainer ``fit(model, train_examples, eval_examples, TrainConfig,
 log_path) -> result``. Adding a kind is that module plus one :func:`register_kind` line. Modules are named by
 string and imported on first use, so this registry imports no model code and closes no import cycle.
 """
@@ -75,8 +76,9 @@ def kind_of(method: str) -> MethodKind:
 
 
 def build_model(backbone, config) -> Any:
-    """A fresh model for ``config`` (a :class:`~infoprompt.model.ClassifierConfig`) of whatever kind its method is."""
-    return kind_of(config.method).model_type()(backbone, config)
+    """A fresh model for ``config`` (a :class:`~infoprompt.model.ClassifierConfig`) of whatever kind its method is,
+    on the backbone's device: its new parameters join an encoder that a training run may have left on a GPU."""
+    return kind_of(config.method).model_type()(backbone, config).to(backbone.device)
 
 
 def fit_function(method: str) -> Callable[..., dict[str, object]]:
@@ -91,7 +93,8 @@ def train(model, train_examples: Sequence, eval_examples: Sequence | None = None
 
 
 def load_adapter(directory: str | Path, backbone=None, cache_dir: str | None = None) -> Any:
-    """Load a saved adapter of any kind; its backbone is loaded from the saved name unless one is given."""
+    """Load a saved adapter of any kind; its backbone is loaded from the saved name unless one is given.
+    The model is on the backbone's device (a backbone that a training run moved to a GPU stays there)."""
     from infoprompt.backbones import load_backbone
     from infoprompt.model import read_adapter_config
 
@@ -100,4 +103,4 @@ def load_adapter(directory: str | Path, backbone=None, cache_dir: str | None = N
     kind = kind_of(config.method)
     if backbone is None:
         backbone = load_backbone(config.backbone, cache_dir=cache_dir)
-    return kind.model_type().load(directory, config, backbone)
+    return kind.model_type().load(directory, config, backbone).to(backbone.device)

@@ -448,7 +448,7 @@ class PromptClassifier(nn.Module):
         cls, directory: str | Path, backbone: Backbone | None = None, cache_dir: str | None = None
     ) -> PromptClassifier:
         """Load a PromptClassifier adapter; its backbone is loaded from the saved name unless one is given (and
-        must match). Adapters of other kinds load with :func:`infoprompt.kinds.load_adapter`."""
+        must match), on the backbone's device. Adapters of other kinds load with :func:`infoprompt.kinds.load_adapter`."""
         directory = Path(directory)
         config = read_adapter_config(directory)
         if get_method(config.method).kind != "classifier":
@@ -456,7 +456,7 @@ class PromptClassifier(nn.Module):
                             "infoprompt.load_adapter (the CLI does)")
         if backbone is None:
             backbone = load_backbone(config.backbone, cache_dir=cache_dir)
-        return cls.load(directory, config, backbone)
+        return cls.load(directory, config, backbone).to(backbone.device)
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:

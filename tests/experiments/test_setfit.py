@@ -161,6 +161,7 @@ def test_long_inputs_keep_entity_mentions_or_are_refused(toy_task, tiny_bert_dir
         strict.template_encoder.text({"sentence": "the movie was very very very good and funny"}, "row 1")
 
 
+@pytest.mark.slow  # the packaged MiniLM's tokenizer
 def test_counting_the_tokens_of_a_long_text_logs_no_length_warning(caplog):
     from transformers import AutoTokenizer
 

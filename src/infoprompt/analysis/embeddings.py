@@ -10,8 +10,9 @@ from infoprompt.backbones import Backbone
 
 
 def ordinary_rows(backbone: Backbone) -> torch.Tensor:
-    """Embeddings (V', D) of every vocabulary token except the tokenizer's special tokens."""
-    weight = backbone.input_embeddings.weight.detach().to(torch.float32)
+    """Embeddings (V', D) of every vocabulary token except the tokenizer's special tokens, on the CPU (also
+    when a training run left the encoder on a GPU), where the plane, its grids and the random draws live."""
+    weight = backbone.input_embeddings.weight.detach().to("cpu", torch.float32)
     keep = torch.ones(weight.shape[0], dtype=torch.bool)
     special = [i for i in set(backbone.tokenizer.all_special_ids) if 0 <= i < weight.shape[0]]
     keep[torch.tensor(special, dtype=torch.long)] = False

@@ -72,7 +72,7 @@ class LandscapeEvaluator:
             raise UserError(
                 f"the landscape needs a reference model with one prompt token, got {model.config.n_prompts}"
             )
-        self.model = model.eval()
+        self.model = model.cpu().eval()  # CPU math (CPU generators, numpy out), also for a model a run left on a GPU
         self.encoded = encode_examples(model, probe_examples)
         if self.encoded.labels is None:
             raise UserError("the landscape probe examples must all be labelled")

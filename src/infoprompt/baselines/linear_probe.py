@@ -34,7 +34,7 @@ class LinearProbe(BaselineModel):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__(backbone, config)
-        self.encoder = backbone.model  # registered so parameter counts include the frozen encoder
+        self.encoder = backbone.model  # registered: .to(device) moves it and parameter counts include it
         n_spans = 1
         if self.config.pooling == "spans":
             n_spans = count_spans(Template.parse(self.config.template))

@@ -46,7 +46,7 @@ def run_device(name: str, accelerator: Accelerator) -> torch.device:
     if accelerator.num_processes == 1:
         return resolve_device(name)
     device = accelerator.device if name == "auto" else resolve_device(name)
-    if device != accelerator.device:
+    if device.type != accelerator.device.type or (device.type != "cpu" and device != accelerator.device):  # cpu is cpu:0
         raise UserError(f"device {name!r} is {device}, but accelerate launch gave this process {accelerator.device}; "
                         "use --device auto under a launcher")
     return device
