@@ -51,7 +51,8 @@ def worker(args: argparse.Namespace) -> None:
             task=args.task, method=method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
             backbone=args.backbone, data_dir=args.data_dir, classifier={"max_length": args.max_length},
             training=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, progress=False,
-                                 device="cpu",  # the launched processes are CPU ones: so is the reference, on a GPU machine too
+                                 # The launched processes are CPU ones; so is the reference, on a GPU machine too.
+                                 device="cpu",
                                  eval_every_epochs=args.eval_every_epochs, feature_store=False),
         )
         out = Path(args.out) / method

@@ -7,7 +7,8 @@ default ``cpu:fp32``), same seed and cell, one after the other in this process. 
 CPU generators, so the few-shot draw (its label counts), the step count and, for the methods without sampling
 noise or dropout, the loss curve must match the reference: the first step's loss within ``--loss-tolerance``
 (relative) in fp32; bf16 autocast and noisy methods are reported, not checked. A run that fails on a setting
-fails the check. Prints one table row per method and setting (metric, first and last logged loss, train seconds)
+fails the check. ``setfit``'s body trains where the transformers trainer puts it (the GPU when there is one),
+whatever the setting says, so its rows show only that it runs. Prints one table row per method and setting (metric, first and last logged loss, train seconds)
 and exits 1 when a check fails; ``--json`` also writes the rows.
 """
 

@@ -44,7 +44,8 @@ def test_gradients_reach_generator_not_encoder(bert_backbone, toy_examples):
         torch.nn.init.normal_(model.prompt.up, std=0.5)
     _, _, prompts = model(batch, pooled)
     assert not torch.allclose(prompts[0], prompts[1])  # one prompt per example, never one for the batch
-    terms = model.losses(batch, encoded.labels[chunk].to(bert_backbone.device), pooled, z_plain, torch.Generator().manual_seed(0))
+    labels = encoded.labels[chunk].to(bert_backbone.device)  # where a training run may have left the encoder
+    terms = model.losses(batch, labels, pooled, z_plain, torch.Generator().manual_seed(0))
     terms.total.backward()
     for name in ("prompt.down", "prompt.up", "prompt.bias", "head.weight", "head_mi.critic.weight", "rep_mi.f_mu.weight"):
         grad = dict(model.named_parameters())[name].grad
