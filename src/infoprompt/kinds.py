@@ -95,12 +95,8 @@ def train(model, train_examples: Sequence, eval_examples: Sequence | None = None
 def load_adapter(directory: str | Path, backbone=None, cache_dir: str | None = None) -> Any:
     """Load a saved adapter of any kind; its backbone is loaded from the saved name unless one is given.
     The model is on the backbone's device (a backbone that a training run moved to a GPU stays there)."""
-    from infoprompt.backbones import load_backbone
-    from infoprompt.model import read_adapter_config
+    from infoprompt.model import load_saved, read_adapter_config
 
     directory = Path(directory)
     config = read_adapter_config(directory)
-    kind = kind_of(config.method)
-    if backbone is None:
-        backbone = load_backbone(config.backbone, cache_dir=cache_dir)
-    return kind.model_type().load(directory, config, backbone).to(backbone.device)
+    return load_saved(kind_of(config.method).model_type(), directory, config, backbone, cache_dir)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -454,9 +455,7 @@ class PromptClassifier(nn.Module):
         if get_method(config.method).kind != "classifier":
             raise UserError(f"{directory} holds a {config.method} adapter, not a PromptClassifier; load it with "
                             "infoprompt.load_adapter (the CLI does)")
-        if backbone is None:
-            backbone = load_backbone(config.backbone, cache_dir=cache_dir)
-        return cls.load(directory, config, backbone).to(backbone.device)
+        return load_saved(cls, directory, config, backbone, cache_dir)
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:
@@ -464,6 +463,15 @@ class PromptClassifier(nn.Module):
         model = cls(backbone, config)
         model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
         return model
+
+
+def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backbone: Backbone | None,
+               cache_dir: str | None) -> Any:
+    """Load the adapter in ``directory`` as ``model_type`` on ``backbone`` (the saved one unless given), on the
+    backbone's device: the one place every kind's loading goes through."""
+    if backbone is None:
+        backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+    return model_type.load(directory, config, backbone).to(backbone.device)
 
 
 def read_adapter_config(directory: Path) -> ClassifierConfig:
