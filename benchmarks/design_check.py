@@ -80,11 +80,11 @@ def main() -> None:
 
 def run_training_on(spec: RunSpec, sample, scoring, backbone) -> dict:
     """run_training with a given draw and scoring rows (both from the training split)."""
-    from infoprompt.kinds import fit_function
+    from infoprompt.kinds import kind_of
     from infoprompt.pipeline import build_classifier
 
     model = build_classifier(spec, backbone)
-    result = fit_function(spec.method)(model, sample, scoring, spec.training)
+    result = kind_of(spec.method).trainer()(model, sample, scoring, spec.training)
     return result
 
 

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
 
-    from infoprompt.methods import METHODS
+    from infoprompt.kinds.registry import METHODS
 
     methods = args.methods or list(METHODS)
     rows, failures = [], []

@@ -129,7 +129,7 @@ def infer_rate(variant: Variant, eval_encoded) -> float:
 
 
 def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
-    from infoprompt.kinds import fit_function
+    from infoprompt.kinds import kind_of
     from infoprompt.pipeline import RunSpec, build_classifier
     from infoprompt.training import TrainConfig
 
@@ -143,7 +143,7 @@ def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int
                          progress=False, precision=variant.precision, feature_store=False,
                          max_steps=args.setfit_steps if scheduled else None)
     t0 = time.perf_counter()
-    result = fit_function(variant.method)(model, sample, eval_examples, config)
+    result = kind_of(variant.method).trainer()(model, sample, eval_examples, config)
     total = time.perf_counter() - t0
     train_s = result["timings"]["train_s"]
     if scheduled:

@@ -1,7 +1,8 @@
 """A method kind that exists only for the tests: nearest class centroid on the frozen mean-pooled states.
 
 It is the whole of what a new kind needs: one module with a model class (built from a backbone and a config,
-loaded by ``load``) and a trainer, plus one registry line (see tests/test_kinds.py).
+loaded by ``load``), a fit and its method-table rows, described by one ``KIND``, plus one registry line,
+``register_kind(dummy_kind.KIND)`` (see tests/test_kinds.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
-from infoprompt.model import read_weights
-from infoprompt.readouts import mean_pool
-from infoprompt.training import JsonlLog, batches, encode_examples, length_sorted, prompted_batch
+from infoprompt.kinds.common import BaselineModel, finish_fit, write_adapter
+from infoprompt.kinds.config import read_weights
+from infoprompt.kinds.readouts import mean_pool
+from infoprompt.kinds.registry import Kind, Method
+from infoprompt.training import JsonlLog, TrainConfig, batches, encode_examples, length_sorted, prompted_batch
+from infoprompt.training.contract import FitResult
 
 
 class CentroidClassifier(BaselineModel):
@@ -45,7 +48,8 @@ class CentroidClassifier(BaselineModel):
         return model.eval()
 
 
-def fit_centroids(model, train_examples, eval_examples=None, config=None, log_path=None):
+def fit_centroids(model, train_examples, eval_examples=None, config=None, log_path=None) -> FitResult:
+    config = config or TrainConfig()
     started = time.perf_counter()
     train_set = encode_examples(model, train_examples)
     features = torch.zeros(len(train_set), model.backbone.hidden_size)
@@ -57,3 +61,9 @@ def fit_centroids(model, train_examples, eval_examples=None, config=None, log_pa
             model.centroids.data[row] = members.mean(0)
     return finish_fit(model, train_set, eval_examples, config, JsonlLog(log_path), steps=1, loss=0.0, lr=None,
                       started=started, cache_seconds=0.0, train_seconds=time.perf_counter() - started)
+
+
+KIND = Kind("centroid", CentroidClassifier, fit_centroids, methods=(
+    Method("centroid", None, "none", "cls", 0.0, 0.0, False, 0.0, kind="centroid",
+           description="test-only: nearest class centroid"),
+))

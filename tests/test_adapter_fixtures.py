@@ -13,7 +13,7 @@ from safetensors import safe_open
 import infoprompt
 from infoprompt.cli import main
 from infoprompt.kinds import KINDS, kind_of
-from infoprompt.model import FORMAT_VERSION
+from infoprompt.kinds.config import FORMAT_VERSION
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded
 

@@ -9,7 +9,7 @@ from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.cli import main
 from infoprompt.errors import UserError
 from infoprompt.kinds import load_adapter
-from infoprompt.objectives import sample_context_negatives, standard_normal
+from infoprompt.kinds.prompt.objectives import sample_context_negatives, standard_normal
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, resolve_device, train
 
@@ -65,10 +65,10 @@ def test_bf16_trains_and_stays_close_to_fp32(bert_backbone, toy_examples):
         # The trained parameters stay float32 whatever the precision of the passes.
         assert all(p.dtype == torch.float32 for p in model.parameters())
     fp32, bf16 = results["fp32"], results["bf16"]
-    assert all(torch.isfinite(torch.tensor(v)) for v in bf16[0]["last_losses"].values())
+    assert all(torch.isfinite(torch.tensor(v)) for v in bf16[0].last_losses.values())
     assert bf16[1].dtype == torch.float32 and torch.allclose(bf16[1].sum(-1), torch.ones(8))
     assert torch.allclose(fp32[1], bf16[1], atol=0.05)
-    assert fp32[0]["last_losses"]["pred"] != bf16[0]["last_losses"]["pred"]  # bf16 really ran
+    assert fp32[0].last_losses["pred"] != bf16[0].last_losses["pred"]  # bf16 really ran
 
 
 def test_random_draws_come_from_the_generator_not_the_device():

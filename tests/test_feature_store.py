@@ -32,8 +32,8 @@ def test_second_run_hits_with_identical_metrics(bert_backbone, tmp_path):
     write_split(tmp_path / "data", ROWS)
     first = run(bert_backbone, tmp_path / "data", tmp_path / "store")
     second = run(bert_backbone, tmp_path / "data", tmp_path / "store")
-    assert (first["eval_feature_store"], second["eval_feature_store"]) == ("miss", "hit")
-    assert first["metrics"] == second["metrics"]
+    assert (first.eval_feature_store, second.eval_feature_store) == ("miss", "hit")
+    assert first.metrics == second.metrics
     assert len(list((tmp_path / "store" / "features").glob("*.safetensors"))) == 1
 
 
@@ -42,14 +42,14 @@ def test_one_changed_byte_of_the_split_file_misses(bert_backbone, tmp_path):
     run(bert_backbone, tmp_path / "data", tmp_path / "store")
     dev = tmp_path / "data" / "SST-2" / "dev.tsv"
     dev.write_bytes(dev.read_bytes().replace(b"awful", b"awfulness", 1).replace(b"awfulness", b"awfuL", 1))
-    assert run(bert_backbone, tmp_path / "data", tmp_path / "store")["eval_feature_store"] == "miss"
+    assert run(bert_backbone, tmp_path / "data", tmp_path / "store").eval_feature_store == "miss"
 
 
 def test_a_changed_template_misses(bert_backbone, tmp_path):
     write_split(tmp_path / "data", ROWS)
     run(bert_backbone, tmp_path / "data", tmp_path / "store")
     changed = run(bert_backbone, tmp_path / "data", tmp_path / "store", template="<cls> <p> {sentence} <p> it was <mask> <p> <sep>")
-    assert changed["eval_feature_store"] == "miss"
+    assert changed.eval_feature_store == "miss"
 
 
 def test_a_damaged_entry_is_recomputed(bert_backbone, tmp_path):
@@ -58,4 +58,4 @@ def test_a_damaged_entry_is_recomputed(bert_backbone, tmp_path):
     (entry,) = (tmp_path / "store" / "features").glob("*.safetensors")
     entry.write_bytes(b"not safetensors")
     again = run(bert_backbone, tmp_path / "data", tmp_path / "store")
-    assert again["eval_feature_store"] == "miss" and again["metrics"] == first["metrics"]
+    assert again.eval_feature_store == "miss" and again.metrics == first.metrics

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from infoprompt.kinds import load_adapter
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, train
 
@@ -45,7 +46,7 @@ def test_embedding_pooled_generator_trains_with_both_information_losses(bert_bac
                              bert_backbone)
     before = model.prompt.up.detach().clone()
     result = train(model, toy_examples, toy_examples[:8], TrainConfig(epochs=2, batch_size=4, progress=False))
-    assert result["last_losses"]["rep"] > 0 and result["last_losses"]["head"] > 0
+    assert result.last_losses["rep"] > 0 and result.last_losses["head"] > 0
     assert not model.prompt.up.detach().cpu().equal(before.cpu())
     # The generator's input depends on the example, so prompts differ within a batch.
     encoded = encode_examples(model, toy_examples[:2])
@@ -57,14 +58,13 @@ def test_embedding_pooled_generator_trains_with_both_information_losses(bert_bac
 
 
 def test_one_pass_adapter_saves_and_loads_with_identical_predictions(bert_backbone, toy_examples, tmp_path):
-    from infoprompt.model import PromptClassifier
 
     model = build_classifier(RunSpec(task="sst2", method="infoprompt", classifier={"max_length": 48,
                                                                                   "pooling": "embeddings"}),
                              bert_backbone)
     train(model, toy_examples, None, TrainConfig(epochs=1, batch_size=4, progress=False))
     model.save_pretrained(tmp_path / "adapter")
-    loaded = PromptClassifier.from_pretrained(tmp_path / "adapter", backbone=bert_backbone)
+    loaded = load_adapter(tmp_path / "adapter", backbone=bert_backbone)
     assert loaded.config.pooling == "embeddings"
     expected = predict_encoded(model, encode_examples(model, toy_examples))
     assert torch.equal(expected, predict_encoded(loaded, encode_examples(loaded, toy_examples)))

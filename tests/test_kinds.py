@@ -13,9 +13,7 @@ from test_feature_store import ROWS, write_split
 import infoprompt
 from infoprompt.cli import main
 from infoprompt.errors import UserError
-from infoprompt.kinds import KINDS, MethodKind, fit_function, kind_of, register_kind
-from infoprompt.methods import METHODS, MethodPreset, register_method
-from infoprompt.model import PromptClassifier
+from infoprompt.kinds import KINDS, METHODS, kind_of, register_kind
 from infoprompt.pipeline import RunSpec, build_classifier
 
 PACKAGE = Path(infoprompt.__file__).parent
@@ -39,10 +37,33 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     prefix = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(prefix + ([base] if base else []))
                 targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Call) and _names_import_module(node.func) and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                targets = [node.args[0].value]  # importlib.import_module("infoprompt.x"): a dynamic import
             else:
                 continue
             graph[name] |= {target for target in targets if target in modules and target != name}
     return graph
+
+
+def _names_import_module(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")) or (
+        isinstance(func, ast.Attribute) and func.attr == "import_module")
+
+
+def dynamic_imports(root: Path) -> dict[str, list[str]]:
+    """Module file -> the package modules it imports by string (``importlib.import_module``, ``__import__``)."""
+    found: dict[str, list[str]] = {}
+    for path in root.rglob("*.py"):
+        if path == root / "__init__.py":
+            continue  # the package's lazy public API, the one place allowed to import by name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _names_import_module(node.func):
+                argument = node.args[0] if node.args else None
+                name = argument.value if isinstance(argument, ast.Constant) else ast.unparse(argument or node)
+                if not isinstance(name, str) or name.startswith(root.name) or not isinstance(argument, ast.Constant):
+                    found.setdefault(str(path.relative_to(root)), []).append(str(name))
+    return found
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -90,27 +111,49 @@ def test_the_cycle_check_finds_a_lazy_import_cycle(tmp_path):
     assert cycles(import_graph(package)) == [["pkg.a", "pkg.b"]]
 
 
-def test_every_method_has_a_registered_kind_with_a_class_and_a_trainer():
+def test_the_cycle_check_follows_imports_by_string(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("import importlib\n\ndef later():\n    return importlib.import_module('pkg.a')\n")
+    assert cycles(import_graph(package)) == [["pkg.a", "pkg.b"]]
+    assert dynamic_imports(package) == {"b.py": ["pkg.a"]}
+
+
+def test_only_the_lazy_public_api_imports_package_modules_by_string():
+    # The package's __init__ maps public names to modules and imports them on first use (so that
+    # `infoprompt.theory` never loads torch); nothing else names a module of the package in a string.
+    assert dynamic_imports(PACKAGE) == {}
+    assert set(infoprompt.__all__) == set(infoprompt._API)
+
+
+def test_every_method_has_a_registered_kind_with_a_model_and_a_fit():
     for method in METHODS:
         kind = kind_of(method)
-        assert callable(kind.model_type().load), method
-    assert fit_function("linear-probe").__name__ == "fit_linear_probe"
+        assert callable(kind.model.load) and callable(kind.fit), method
+        assert method in [row.name for row in kind.methods], method
+    assert kind_of("linear-probe").fit.__name__ == "fit_linear_probe"
 
 
-def test_prompt_classifier_loads_only_its_own_kind(bert_backbone, toy_examples, tmp_path):
+def test_one_loader_loads_every_kind(bert_backbone, toy_examples, tmp_path):
     probe = build_classifier(RunSpec(task="sst2", method="linear-probe", classifier={"max_length": 48}), bert_backbone)
-    infoprompt.train(probe, toy_examples, None, infoprompt.TrainConfig(progress=False))  # the probe's own trainer
+    result = infoprompt.train(probe, toy_examples, None, infoprompt.TrainConfig(progress=False))  # the probe's fit
+    assert isinstance(result, infoprompt.FitResult) and result.steps > 0
     probe.save_pretrained(tmp_path / "probe")
-    with pytest.raises(UserError, match="load_adapter"):
-        PromptClassifier.from_pretrained(tmp_path / "probe", backbone=bert_backbone)
     assert type(infoprompt.load_adapter(tmp_path / "probe", backbone=bert_backbone)).__name__ == "LinearProbe"
+
+
+def test_make_classifier_names_an_unknown_option(bert_backbone):
+    with pytest.raises(UserError, match="unknown classifier option.*betta"):
+        infoprompt.make_classifier(bert_backbone, "sst2", "infoprompt", betta=0.1)
 
 
 @pytest.fixture
 def dummy_kind():
-    register_kind(MethodKind("centroid", "dummy_kind", "CentroidClassifier", "fit_centroids"))
-    register_method(MethodPreset("centroid", None, "none", "cls", 0.0, 0.0, False, 0.0, kind="centroid",
-                                 description="test-only: nearest class centroid"))
+    import dummy_kind
+
+    register_kind(dummy_kind.KIND)  # the one registry line a new kind needs
     yield
     del KINDS["centroid"], METHODS["centroid"]
 
@@ -129,3 +172,12 @@ def test_a_new_kind_trains_saves_loads_and_predicts_through_the_cli(dummy_kind, 
     (tmp_path / "in.jsonl").write_text(json.dumps({"sentence": "a great movie"}) + "\n")
     assert main(["predict", "--adapter", str(tmp_path / "run"), "--input", str(tmp_path / "in.jsonl"), "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["label"] in ("positive", "negative")
+    results, grid = tmp_path / "results", tmp_path / "grid.yaml"
+    grid.write_text(f"tasks: [sst2]\nmethods: [centroid]\nshots: [8]\nseeds: [1, 2]\nbackbone: {backbone}\n"
+                    "classifier: {max_length: 48}\n")
+    assert main(["sweep", "--grid", str(grid), "--results", str(results), *common]) == 0
+    assert main(["report", str(results), "--compare", "centroid:centroid"]) == 2  # a method against itself: refused
+    assert main(["report", str(results)]) == 0
+    report = (results / "report" / "report.md").read_text()
+    assert "| centroid |" in report and len(list((results / "task=sst2" / "method=centroid").rglob("*.json"))) == 2
+

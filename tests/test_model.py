@@ -10,8 +10,9 @@ import torch
 
 from infoprompt.backbones import load_backbone
 from infoprompt.errors import UserError
-from infoprompt.methods import METHODS
-from infoprompt.model import CONFIG_NAME, WEIGHTS_NAME, PromptClassifier
+from infoprompt.kinds import load_adapter
+from infoprompt.kinds.config import CONFIG_NAME, WEIGHTS_NAME
+from infoprompt.kinds.registry import METHODS
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, train
 
@@ -31,7 +32,7 @@ def test_train_save_load_identical_logits(tiny_backbone, method, toy_examples, t
     train(model, toy_examples, None, TrainConfig(epochs=1, batch_size=4, progress=False))
     assert all(torch.equal(before[n], p.to(before[n].device)) for n, p in model.encoder.named_parameters())  # frozen
     model.save_pretrained(tmp_path / "adapter")
-    loaded = PromptClassifier.from_pretrained(tmp_path / "adapter", backbone=tiny_backbone)
+    loaded = load_adapter(tmp_path / "adapter", backbone=tiny_backbone)
     encoded = encode_examples(model, toy_examples)
     assert torch.equal(predict_encoded(model, encoded), predict_encoded(loaded, encode_examples(loaded, toy_examples)))
     saved = json.loads((tmp_path / "adapter" / CONFIG_NAME).read_text())
@@ -68,7 +69,7 @@ def test_loading_onto_a_different_backbone_fails(tiny_model_dirs, bert_backbone,
     tiny_classifier(bert_backbone, "warp").save_pretrained(tmp_path)
     other = load_backbone(str(tiny_model_dirs["roberta"]))
     with pytest.raises(UserError, match="adapter was trained on backbone"):
-        PromptClassifier.from_pretrained(tmp_path, backbone=other)
+        load_adapter(tmp_path, backbone=other)
 
 
 def test_corrupt_or_missing_files_fail_clearly(bert_backbone, tmp_path):
@@ -76,15 +77,15 @@ def test_corrupt_or_missing_files_fail_clearly(bert_backbone, tmp_path):
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     (tmp_path / "a" / WEIGHTS_NAME).write_bytes(b"not a safetensors file")
     with pytest.raises(UserError, match="not a readable safetensors file"):
-        PromptClassifier.from_pretrained(tmp_path / "a", backbone=bert_backbone)
+        load_adapter(tmp_path / "a", backbone=bert_backbone)
     (tmp_path / "b" / CONFIG_NAME).write_text("{broken")
     with pytest.raises(UserError, match="not valid JSON"):
-        PromptClassifier.from_pretrained(tmp_path / "b", backbone=bert_backbone)
+        load_adapter(tmp_path / "b", backbone=bert_backbone)
     (tmp_path / "b" / CONFIG_NAME).unlink()
     with pytest.raises(UserError, match="adapter_config.json is missing"):
-        PromptClassifier.from_pretrained(tmp_path / "b", backbone=bert_backbone)
+        load_adapter(tmp_path / "b", backbone=bert_backbone)
     with pytest.raises(UserError, match="does not exist"):
-        PromptClassifier.from_pretrained(tmp_path / "nowhere", backbone=bert_backbone)
+        load_adapter(tmp_path / "nowhere", backbone=bert_backbone)
 
 
 def test_unknown_names_list_valid_ones(bert_backbone):

@@ -6,7 +6,13 @@ import math
 
 import torch
 
-from infoprompt.objectives import HeadMI, RepresentationMI, info_nce, mi_lower_bound, sample_context_negatives
+from infoprompt.kinds.prompt.objectives import (
+    HeadMI,
+    RepresentationMI,
+    info_nce,
+    mi_lower_bound,
+    sample_context_negatives,
+)
 
 
 def test_info_nce_hand_computed():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from infoprompt.kinds.prompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.pipeline import RunSpec, build_classifier
-from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.training import cache_features, encode_examples, features_for, prompted_batch
 
 

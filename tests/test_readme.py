@@ -26,7 +26,7 @@ def test_readme_commands_are_the_ci_commands():
 
 
 def test_every_method_has_a_row_in_the_readme_method_table():
-    from infoprompt.methods import METHODS
+    from infoprompt.kinds.registry import METHODS
 
     text = README.read_text(encoding="utf-8")
     header = text.index("| name | prompts | placed | head on | trained | defaults |")

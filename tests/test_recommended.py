@@ -12,11 +12,11 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from infoprompt.kinds.config import count_spans
+from infoprompt.kinds.prompt.objectives import Bilinear, HeadMI, RepresentationMI, in_batch_info_nce
+from infoprompt.kinds.readouts import text_mean
 from infoprompt.logistic import REGULARISATION_C, head_from_sklearn
-from infoprompt.model import count_spans
-from infoprompt.objectives import Bilinear, HeadMI, RepresentationMI, in_batch_info_nce
 from infoprompt.pipeline import RunSpec, build_classifier
-from infoprompt.readouts import text_mean
 from infoprompt.tasks import Example
 from infoprompt.training import (
     TrainConfig,
@@ -201,9 +201,9 @@ def test_selection_never_reads_the_evaluation_split_before_training_ends(bert_ba
     assert watched.steps_logged_at_first_read == sum(r["type"] == "step" for r in records) > 0
     assert not [r for r in records if r["type"] == "eval"]  # no periodic dev evaluation under selection
     assert [r["epoch"] for r in records if r["type"] == "holdout"] == [0, 1, 2, 3]
-    selection = result["selection"]
+    selection = result.selection
     assert selection["n_fit"] + selection["n_holdout"] == len(toy_examples)
-    assert selection["epochs"] in (0, 1, 2, 3) and result["steps"] == selection["epochs"] * 4
+    assert selection["epochs"] in (0, 1, 2, 3) and result.steps == selection["epochs"] * 4
 
 
 def test_dev_labels_cannot_change_the_trained_adapter(bert_backbone, toy_examples, tmp_path):
@@ -212,15 +212,15 @@ def test_dev_labels_cannot_change_the_trained_adapter(bert_backbone, toy_example
     flipped = [dataclasses.replace(e, label=flip[e.label]) for e in dev]
     first, a = plus_run(bert_backbone, toy_examples, dev, tmp_path / "a.jsonl")
     second, b = plus_run(bert_backbone, toy_examples, flipped, tmp_path / "b.jsonl")
-    assert a["selection"] == b["selection"]
+    assert a.selection == b.selection
     for (name, p), (_, q) in zip(first.trainable_state().items(), second.trainable_state().items(), strict=True):
         assert torch.equal(p, q), name
-    assert a["metrics"]["accuracy"] == pytest.approx(1 - b["metrics"]["accuracy"])
+    assert a.metrics["accuracy"] == pytest.approx(1 - b.metrics["accuracy"])
 
 
 def test_refit_equals_a_plain_run_of_the_selected_epochs(bert_backbone, toy_examples, tmp_path):
     selected, result = plus_run(bert_backbone, toy_examples, toy_examples[:4], tmp_path / "s.jsonl")
-    epochs = result["selection"]["epochs"]
+    epochs = result.selection["epochs"]
     plain = build_classifier(RunSpec(task="sst2", method="infoprompt-plus", seed=5, classifier={"max_length": 48}), bert_backbone)
     train(plain, toy_examples, None, TrainConfig(epochs=epochs, batch_size=4, seed=5, progress=False, select="none"))
     for (name, p), (_, q) in zip(selected.trainable_state().items(), plain.trainable_state().items(), strict=True):
@@ -235,8 +235,8 @@ def test_log_and_result_show_information_term_saturation(bert_backbone, toy_exam
         steps = [json.loads(line) for line in log.read_text().splitlines() if json.loads(line)["type"] == "step"]
         assert steps[0]["mi_rep_cap"] == pytest.approx(cap)
         assert all(r["mi_rep"] <= r["mi_rep_cap"] + 1e-6 for r in steps)
-        assert set(result["information"]) == {"mi_rep", "mi_head"}
-        assert result["information"]["mi_rep"]["cap"] == pytest.approx(cap)
+        assert set(result.information) == {"mi_rep", "mi_head"}
+        assert result.information["mi_rep"]["cap"] == pytest.approx(cap)
 
 
 def test_span_readout_trains_and_evaluates_on_a_relation_task(bert_backbone, tmp_path):
@@ -250,5 +250,5 @@ def test_span_readout_trains_and_evaluates_on_a_relation_task(bert_backbone, tmp
     model = build_classifier(RunSpec(task="semeval", method="infoprompt-plus", classifier={"max_length": 48}), bert_backbone)
     config = TrainConfig(epochs=1, batch_size=8, progress=False, select="none", feature_store_dir=str(tmp_path))
     result = train(model, examples, examples, config)
-    assert result["steps"] == 3 and set(result["metrics"]) == {"semeval_macro_f1", "accuracy"}
-    assert result["eval_feature_store"] == "miss"
+    assert result.steps == 3 and set(result.metrics) == {"semeval_macro_f1", "accuracy"}
+    assert result.eval_feature_store == "miss"

@@ -5,37 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import typing
 from collections.abc import Sequence
+from pathlib import Path
 
+from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
-from infoprompt.validation import finite_number, nonnegative_int, option, positive_int
-
-POSITIVE = option(positive_int)
-COUNT = option(nonnegative_int)
-NON_NEGATIVE = option(finite_number, float)
-POSITIVE_FLOAT = option(lambda value, name: finite_number(value, name, positive=True), float)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Usage mistakes are one line on stderr (exit 2), like every other user error."""
-
-    def error(self, message: str) -> typing.NoReturn:
-        message = message.replace("\r", "\\r").replace("\n", "\\n")
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def parse_shots(value: str) -> int | None:
-    """argparse type for --shots: a positive number of examples, or 'full'."""
-    if value == "full":
-        return None
-    try:
-        shots = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of examples or 'full', got {value!r}") from None
-    if shots <= 0:
-        raise argparse.ArgumentTypeError(f"shots must be positive, got {shots}")
-    return shots
+from infoprompt.experiments.cli import add_experiment_commands
+from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, OneLineParser, parse_shots
+from infoprompt.theory.cli import add_theory_commands
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -132,22 +109,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
+    from infoprompt.kinds.config import read_adapter_config
     from infoprompt.pipeline import read_split
+    from infoprompt.tasks import get_task
     from infoprompt.training.inference import evaluate
     from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
-    task = adapter_task(args.adapter)
-    if task is not None:  # bad data fails before the encoder loads
-        examples = read_split(task, args.split or task.eval_split, args.data_dir, args.source)
-    model = load_adapter(args.adapter, cache_dir=args.cache_dir).to(device)
-    split = args.split or model.task.eval_split
-    if task is None:
-        examples = read_split(model.task, split, args.data_dir, args.source)
+    config = read_adapter_config(Path(args.adapter))
+    task = get_task(config.task)
+    split = args.split or task.eval_split
+    examples = read_split(task, split, args.data_dir, args.source)  # bad data fails before the encoder loads
+    model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
     metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
-    record = {"adapter": str(args.adapter), "task": model.task.name, "split": split, "n": len(examples), "metrics": metrics}
+    record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics}
     print(json.dumps(record, sort_keys=True, allow_nan=False))
     if args.output:
         atomic_write_json(args.output, record)
@@ -158,17 +135,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import read_inputs
     from infoprompt.io_utils import atomic_write_text, check_output_file
     from infoprompt.kinds import load_adapter
+    from infoprompt.kinds.config import read_adapter_config
+    from infoprompt.tasks import get_task
     from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
-    task = adapter_task(args.adapter)
-    inputs = read_inputs(args.input, task, encoding=args.encoding) if task is not None else None
-    model = load_adapter(args.adapter, cache_dir=args.cache_dir).to(device)
-    if inputs is None:
-        inputs = read_inputs(args.input, model.task, encoding=args.encoding)
+    config = read_adapter_config(Path(args.adapter))
+    inputs = read_inputs(args.input, get_task(config.task), encoding=args.encoding)  # before the encoder loads
+    model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
     if inputs.skipped and not args.quiet:
         print(f"infoprompt: skipped {inputs.skipped} blank line(s); each record names its input line",
               file=sys.stderr)
@@ -183,22 +160,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def adapter_task(directory: str):
-    """The task an adapter's config names, read without loading the model, so that bad input data fails
-    before the encoder loads; ``None`` when the config is unreadable (loading the adapter then says why)."""
-    from pathlib import Path
-
-    from infoprompt.io_utils import read_json_object
-    from infoprompt.model import CONFIG_NAME, ClassifierConfig
-    from infoprompt.tasks import get_task
-
-    path = Path(directory) / CONFIG_NAME
-    try:
-        return get_task(ClassifierConfig.from_json(read_json_object(path), str(path)).task)
-    except UserError:
-        return None
-
-
 def cmd_tasks(args: argparse.Namespace) -> int:
     from infoprompt.tasks import TASKS
 
@@ -208,7 +169,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from infoprompt.methods import METHODS
+    from infoprompt.kinds.registry import METHODS
 
     for preset in METHODS.values():
         print(f"{preset.name:20s} β={preset.beta:<5g} γ={preset.gamma:<5g} lr={preset.lr:<6g} {preset.description}")
@@ -264,32 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("tasks", help="list tasks").set_defaults(handler=cmd_tasks)
     commands.add_parser("methods", help="list methods").set_defaults(handler=cmd_methods)
-    for register in _extensions():
+    for register in (add_experiment_commands, add_analysis_commands, add_theory_commands):
         register(commands)
     return parser
-
-
-EXTENSIONS = (
-    ("infoprompt.experiments.cli", "add_experiment_commands"),
-    ("infoprompt.analysis.cli", "add_analysis_commands"),
-    ("infoprompt.theory.cli", "add_theory_commands"),
-)
-
-
-def _extensions():
-    """Sub-command groups that live in their own subpackages (sweep/report, analyze, theory)."""
-    import importlib
-
-    registrars = []
-    for module_name, function in EXTENSIONS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name is not None and module_name.startswith(error.name):
-                continue  # that subpackage is not part of this installation
-            raise
-        registrars.append(getattr(module, function))
-    return registrars
 
 
 def _quiet_libraries() -> None:

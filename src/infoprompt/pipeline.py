@@ -15,8 +15,7 @@ import transformers
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
-from infoprompt.kinds import build_model, fit_function
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds import kind_of, make_classifier
 from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.runtime import process_state, resolve_device
@@ -37,7 +36,7 @@ class RunSpec:
         n_prompts: prompt tokens ``n_p``.
         seed: seeds the few-shot draw, the initialisation and training.
         data_dir: data directory (else ``$INFOPROMPT_DATA_DIR``); ``source="hub"`` reads Hugging Face datasets.
-        classifier: overrides of :class:`~infoprompt.model.ClassifierConfig` fields (beta, gamma, ...).
+        classifier: overrides of :class:`~infoprompt.kinds.config.ClassifierConfig` fields (beta, gamma, ...).
         training: optimisation settings.
         cache_dir: where the packaged MPNet is extracted.
         sampling: how the few-shot draw shares ``shots`` over classes: ``proportional`` to their sizes (every
@@ -80,17 +79,10 @@ def read_split(task: TaskSpec, split: str, data_dir: str | None, source: str) ->
     raise UserError(f"unknown data source {source!r}; valid sources: files, hub")
 
 
-def build_classifier(spec: RunSpec, backbone: Backbone) -> PromptClassifier:
-    """The model of ``spec.method``: a PromptClassifier, or a baseline of another kind (peft, linear-probe)."""
-    known = {f.name for f in dataclasses.fields(ClassifierConfig)} - {"task", "method", "backbone", "n_prompts", "init_seed"}
-    unknown = sorted(set(spec.classifier) - known)
-    if unknown:
-        raise UserError(f"unknown classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    config = ClassifierConfig(
-        task=spec.task, method=spec.method, backbone=spec.backbone, n_prompts=spec.n_prompts,
-        init_seed=spec.seed, **spec.classifier,
-    )
-    return build_model(backbone, config)
+def build_classifier(spec: RunSpec, backbone: Backbone):
+    """The model a run of ``spec`` trains: :func:`~infoprompt.kinds.make_classifier` with the spec's task, method,
+    prompt count, options, and its seed as the initialisation seed."""
+    return make_classifier(backbone, spec.task, spec.method, spec.n_prompts, spec.seed, **spec.classifier)
 
 
 def cpu_model() -> str:
@@ -127,7 +119,7 @@ def run_training(
     seed, backbone, metrics, timings and parameter counts.
     """
     task = get_task(spec.task)
-    fit = fit_function(spec.method)
+    fit = kind_of(spec.method).trainer()  # a missing optional dependency fails before any data is read
     processes = process_state()
     if not processes.is_main_process:
         out = None  # under accelerate launch only the main process writes the run directory
@@ -156,27 +148,27 @@ def run_training(
             "backbone": spec.backbone,
             "backbone_fingerprint": model.config.backbone_fingerprint,
             "primary_metric": task.primary_metric,
-            "metrics": result["metrics"],
+            "metrics": result.metrics,
             "eval_split": task.eval_split,
-            "n_train": result["n_train"],
-            "n_eval": result["n_eval"],
+            "n_train": result.n_train,
+            "n_eval": result.n_eval,
             "train_label_counts": {label: labels.count(label) for label in task.labels},
-            "truncated_train": result["truncated_train"],
-            "steps": result["steps"],
-            "world_size": result.get("world_size", processes.num_processes),
-            "lr": result["lr"],
-            "last_losses": result["last_losses"],
-            "information": result.get("information", {}),
-            "eval_feature_store": result.get("eval_feature_store", "off"),
-            "timings": result["timings"],
+            "truncated_train": result.truncated_train,
+            "steps": result.steps,
+            "world_size": result.world_size or processes.num_processes,
+            "lr": result.lr,
+            "last_losses": result.last_losses,
+            "information": result.information,
+            "eval_feature_store": result.eval_feature_store,
+            "timings": result.timings,
             "parameters": model.parameter_counts(),
             "spec": spec.to_json(),
             "classifier": model.config.to_json(),
             "environment": environment(model),
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
-        if "selection" in result:
-            record["selection"] = result["selection"]  # what was picked, and from which held-out scores
+        if result.selection is not None:
+            record["selection"] = result.selection  # what was picked, and from which held-out scores
         if directory is not None:
             model.save_pretrained(directory)
             atomic_write_json(directory / METRICS_NAME, record)

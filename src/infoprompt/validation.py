@@ -139,7 +139,7 @@ def validate_train_config(config: Any, precisions: typing.Sequence[str], selecti
 
 
 def validate_classifier_config(config: Any) -> None:
-    """Types and ranges of a :class:`~infoprompt.model.ClassifierConfig` (names are checked on :meth:`resolved`)."""
+    """Types and ranges of a :class:`~infoprompt.kinds.config.ClassifierConfig` (names are checked on :meth:`resolved`)."""
     check_field_types(config)
     for name in ("beta", "gamma"):
         if getattr(config, name) is not None:

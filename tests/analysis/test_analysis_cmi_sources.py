@@ -7,7 +7,8 @@ import torch
 
 from infoprompt.analysis.sources import SourceSpec, StateCollector, parse_adapter_arg, text_template
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.tasks import get_task
 
 # Small tensors: a second intra-op thread only adds contention on the shared CPU.

@@ -266,7 +266,7 @@ def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone,
     directory.mkdir()
     config = TrainConfig(epochs=3, batch_size=4, seed=6, progress=False, select="holdout")  # keeps >= 1 epoch at both sizes
     result = train(model, examples, examples[:4], config, directory / "train_log.jsonl")
-    assert result["steps"] > 0  # precondition: selection kept at least one epoch
+    assert result.steps > 0  # precondition: selection kept at least one epoch
     kinds = {
         json.loads(line).get("phase") for line in (directory / "train_log.jsonl").read_text().splitlines()
     }
@@ -280,10 +280,10 @@ def test_curves_of_a_trained_run_match_its_own_saturation_summary(bert_backbone,
         CurvesConfig(runs=(str(directory),), out=str(tmp_path / "out"), window=steps_per_epoch)
     )
     summary = record["groups"]["infoprompt-plus"]
-    assert summary["steps"] == [result["steps"]]
+    assert summary["steps"] == [result.steps]
     assert set(summary["information"]) == {"rep", "head"}
     for term, info in summary["information"].items():
-        expected = result["information"][f"mi_{term}"]
+        expected = result.information[f"mi_{term}"]
         assert info["saturated_at_step"] == [expected["saturated_at_step"]]
         assert info["final_share"] == pytest.approx([expected["last_epoch_share_of_cap"]])
     assert SATURATION == TRAINING_SATURATION

@@ -10,7 +10,8 @@ from infoprompt.analysis.embeddings import ordinary_rows, principal_plane
 from infoprompt.analysis.landscape import LandscapeEvaluator, auto_extent, grid_axis
 from infoprompt.analysis.trajectory import TrajectoryConfig, prompt_vector, record_trajectory
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.training import cache_features, encode_examples
 
 # Small tensors: a second intra-op thread only adds contention on the shared CPU.

@@ -15,7 +15,8 @@ from infoprompt.analysis.outputs import load_npz, write_npz
 from infoprompt.analysis.redraw import redraw
 from infoprompt.analysis.sources import SourceSpec
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.prompt.model import PromptClassifier
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

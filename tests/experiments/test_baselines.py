@@ -11,12 +11,13 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from infoprompt.backbones import load_backbone
-from infoprompt.baselines.linear_probe import head_from_sklearn
-from infoprompt.baselines.peft_prompt import PeftPromptClassifier, sequence_classifier
 from infoprompt.cli import main
 from infoprompt.errors import UserError
-from infoprompt.kinds import fit_function, load_adapter
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds import kind_of, load_adapter
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.peft_prompt import PeftPromptClassifier, sequence_classifier
+from infoprompt.kinds.probe import head_from_sklearn
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training
 from infoprompt.tasks import get_task
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded, prompted_batch
@@ -53,8 +54,8 @@ def test_train_save_load_gives_identical_logits(method, toy_task, tiny_bert_dir,
     sample = read_split(task, "train", spec.data_dir, "files")[:8]
     examples = dev_examples(toy_task)
     model = build_classifier(spec, backbone)
-    result = fit_function(method)(model, sample, examples, spec.training)
-    assert result["steps"] > 0 and set(result["metrics"]) == {"accuracy", "f1"}
+    result = kind_of(method).trainer()(model, sample, examples, spec.training)
+    assert result.steps > 0 and set(result.metrics) == {"accuracy", "f1"}
     assert_unchanged(backbone, snapshot)  # the shared encoder is never trained in place
     assert not backbone.model.training
 
@@ -156,7 +157,7 @@ def test_eval_and_predict_cli_work_for_baseline_adapters(method, training, toy_t
 def test_baselines_refuse_the_wrong_constructor_and_templates(toy_task, tiny_bert_dir, bert_backbone):
     task, _ = toy_task
     config = ClassifierConfig(task=task, method="linear-probe", backbone=str(tiny_bert_dir), max_length=32)
-    with pytest.raises(UserError, match="not a PromptClassifier method"):
+    with pytest.raises(UserError, match="not a prompt-kind method"):
         PromptClassifier(bert_backbone, config)
     with pytest.raises(UserError, match="must have no <p>"):
         PeftPromptClassifier(bert_backbone, ClassifierConfig(
@@ -167,7 +168,7 @@ def test_baselines_refuse_the_wrong_constructor_and_templates(toy_task, tiny_ber
 
 
 def test_plain_template_of_every_registered_task():
-    from infoprompt.baselines.common import plain_template
+    from infoprompt.kinds.common import plain_template
     from infoprompt.tasks import TASKS
     from infoprompt.templates import Template
 

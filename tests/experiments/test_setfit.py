@@ -14,12 +14,12 @@ pytest.importorskip("setfit", reason="the setfit extra is not installed: pip ins
 from setfit import SetFitModel  # noqa: E402
 
 from infoprompt.backbones import load_backbone  # noqa: E402
-from infoprompt.baselines.common import plain_template  # noqa: E402
-from infoprompt.baselines.setfit_peer import SetFitClassifier, SetFitSettings, render_text  # noqa: E402
 from infoprompt.cli import main  # noqa: E402
 from infoprompt.errors import UserError  # noqa: E402
-from infoprompt.kinds import fit_function, load_adapter  # noqa: E402
-from infoprompt.model import ClassifierConfig  # noqa: E402
+from infoprompt.kinds import kind_of, load_adapter  # noqa: E402
+from infoprompt.kinds.common import plain_template  # noqa: E402
+from infoprompt.kinds.config import ClassifierConfig  # noqa: E402
+from infoprompt.kinds.setfit import SetFitClassifier, SetFitSettings, render_text  # noqa: E402
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training  # noqa: E402
 from infoprompt.tasks import get_task  # noqa: E402
 from infoprompt.templates import Template  # noqa: E402
@@ -89,8 +89,8 @@ def test_same_seed_same_predictions(toy_task, tiny_bert_dir):
         spec = spec_for(toy_task, tiny_bert_dir, seed=3)
         model = build_classifier(spec, backbone)
         sample = read_split(get_task(spec.task), "train", spec.data_dir, "files")[:8]
-        result = fit_function("setfit")(model, sample, examples, spec.training)
-        runs.append((result["last_losses"], predictions(model, examples)))
+        result = kind_of("setfit").trainer()(model, sample, examples, spec.training)
+        runs.append((result.last_losses, predictions(model, examples)))
     assert runs[0][0] == runs[1][0]
     assert torch.equal(runs[0][1], runs[1][1])
 
@@ -166,7 +166,7 @@ def test_counting_the_tokens_of_a_long_text_logs_no_length_warning(caplog):
     from transformers import AutoTokenizer
 
     from infoprompt.backbones import minilm_path
-    from infoprompt.baselines.setfit_peer import SetFitTextEncoder
+    from infoprompt.kinds.setfit import SetFitTextEncoder
 
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))  # the packaged MiniLM's, which does warn
     encoder = SetFitTextEncoder(None, tokenizer, Template.parse("<cls> {sentence:cut-end} <sep>"), 16, True)
@@ -178,7 +178,7 @@ def test_counting_the_tokens_of_a_long_text_logs_no_length_warning(caplog):
 def test_missing_extra_is_a_one_line_error(monkeypatch, capsys, tmp_path, data_dir):
     monkeypatch.setitem(sys.modules, "setfit", None)  # import setfit now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'infoprompt\[setfit\]'"):
-        fit_function("setfit")
+        kind_of("setfit").trainer()
     out = tmp_path / "run"
     assert main(["train", "--task", "sst2", "--method", "setfit", "--data-dir", str(data_dir), "--out", str(out),
                  "--quiet"]) == 2

@@ -30,7 +30,8 @@ from infoprompt.experiments.store import (
 from infoprompt.experiments.sweep import BackboneCache, cell_status, run_sweep
 from infoprompt.inputs import read_inputs
 from infoprompt.io_utils import atomic_write_json, decode_lines, staged_directory
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds import load_adapter
+from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.pipeline import RunSpec, build_classifier, run_training
 from infoprompt.tasks import TASKS, TaskSpec, get_task, load_split, register_task
 from infoprompt.tasks.glue import read_tsv
@@ -486,7 +487,7 @@ def test_run_spec_and_from_pretrained_agree_with_the_cli(tiny_run, tiny_bert):
         RunSpec(task="sst2", method="warp", shots=0)
     with pytest.raises(UserError, match="already exists"):
         run_training(RunSpec(task="sst2", method="warp"), tiny_run)
-    model = PromptClassifier.from_pretrained(tiny_run)
+    model = load_adapter(tiny_run)
     assert all(math.isfinite(float(p.sum())) for p in model.trainable_state().values())
 
 

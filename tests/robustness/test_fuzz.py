@@ -30,7 +30,7 @@ from infoprompt.experiments.store import CLAIM_GRACE_S, claim_path, write_record
 from infoprompt.experiments.sweep import BackboneCache, run_sweep
 from infoprompt.inputs import read_inputs
 from infoprompt.io_utils import RUN_MARKERS, staged_directory
-from infoprompt.model import ClassifierConfig
+from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.tasks import get_task, load_split
 
 SST2 = get_task("sst2")

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.tasks import Example, get_task, load_split, sample_few_shot
 from infoprompt.tasks.relation import NO_RELATION, SEMEVAL_LABELS
 from infoprompt.tasks.sampling import allocate_balanced, missing_classes
@@ -89,8 +90,8 @@ def test_classifier_with_19_labels_verbalizer_and_head_loss(bert_backbone):
     assert not torch.allclose(rows[forward], rows[backward])
     examples = relation_examples()
     result = train(model, examples, examples, TrainConfig(epochs=1, batch_size=8, progress=False, eval_every_epochs=0))
-    assert result["steps"] == 3
-    losses = result["last_losses"]
+    assert result.steps == 3
+    losses = result.last_losses
     assert all(math.isfinite(v) for v in losses.values()) and losses["head"] > 0 and losses["rep"] > 0
-    assert set(result["metrics"]) == {"semeval_macro_f1", "accuracy"}
-    assert 0.0 <= result["metrics"]["semeval_macro_f1"] <= 1.0
+    assert set(result.metrics) == {"semeval_macro_f1", "accuracy"}
+    assert 0.0 <= result.metrics["semeval_macro_f1"] <= 1.0

@@ -44,7 +44,7 @@ def test_relation_probe_concatenates_four_mentions_and_learns(bert_backbone, dat
     assert model.features(batch).shape == (3, 4 * bert_backbone.hidden_size)
     result = train(model, rows, rows[:8], TrainConfig(progress=False))
     assert model.head.weight.shape == (len(task.labels), 4 * bert_backbone.hidden_size)
-    assert set(result["metrics"]) >= {"re_micro_f1"}
+    assert set(result.metrics) >= {"re_micro_f1"}
 
 
 def test_spans_pooling_is_refused_where_it_cannot_apply(bert_backbone):

@@ -6,8 +6,8 @@ import argparse
 import json
 import math
 
-from infoprompt.cli import parse_shots
 from infoprompt.io_utils import finite_json
+from infoprompt.options import parse_shots
 
 
 def _common(parser: argparse.ArgumentParser, default_name: str) -> None:

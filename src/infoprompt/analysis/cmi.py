@@ -1,6 +1,6 @@
 """InfoNCE estimator of the conditional mutual information I(P; Z | X) with a critic fitted afresh per source.
 
-The critic is the paper's representation critic (:class:`~infoprompt.objectives.RepresentationMI`: a
+The critic is the paper's representation critic (:class:`~infoprompt.kinds.prompt.objectives.RepresentationMI`: a
 variational Gaussian ``N(f_μ(z), σ(z))`` applied to every state, then the bilinear score ``P̄ᵀ W z / √D``).
 It is fitted on one set of examples and then frozen; the per-example value ``log(K+1) − nce`` is computed
 on other examples only, so a critic that memorised its fit set cannot inflate the number.
@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
-from infoprompt.objectives import RepresentationMI, info_nce
+from infoprompt.kinds.prompt.objectives import RepresentationMI, info_nce
 from infoprompt.progress import bar_disabled
 
 

@@ -20,7 +20,7 @@ from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
-from infoprompt.model import CONFIG_NAME
+from infoprompt.kinds.config import CONFIG_NAME
 from infoprompt.pipeline import RunSpec, read_split, run_training
 from infoprompt.tasks import get_task
 from infoprompt.training.config import TrainConfig

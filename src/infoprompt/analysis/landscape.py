@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
-from infoprompt.model import PromptClassifier
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch

@@ -19,7 +19,7 @@ from infoprompt.analysis.trajectory import TrajectoryConfig, record_trajectory
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
-from infoprompt.methods import get_method
+from infoprompt.kinds.registry import get_method
 from infoprompt.pipeline import RunSpec, build_classifier, read_split
 from infoprompt.tasks import get_task, sample_few_shot
 

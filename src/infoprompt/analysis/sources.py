@@ -17,7 +17,9 @@ from tqdm.auto import tqdm
 from infoprompt.analysis.embeddings import embedding_statistics
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig, PromptClassifier
+from infoprompt.kinds import load_adapter
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.prompt.model import PromptClassifier
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example, TaskSpec
 from infoprompt.templates import Template, collate
@@ -185,12 +187,12 @@ class StateCollector:
 
     def _adapter(self, spec: SourceSpec):
         assert spec.adapter is not None
-        model = PromptClassifier.from_pretrained(spec.adapter, backbone=self.backbone)
+        model = load_adapter(spec.adapter, backbone=self.backbone)
         if model.task.name != self.task.name:
             raise UserError(
                 f"adapter {spec.adapter} was trained on task {model.task.name}, not {self.task.name}"
             )
-        if model.prompt is None:
+        if not isinstance(model, PromptClassifier) or model.prompt is None:
             raise UserError(f"adapter {spec.adapter} (method {model.config.method}) has no prompt to analyse")
         model.eval()
         spec = SourceSpec(

@@ -15,9 +15,9 @@ import torch
 from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
-from infoprompt.model import PromptClassifier
+from infoprompt.kinds.prompt.model import PromptClassifier
+from infoprompt.kinds.prompt.prompts import StaticPrompt
 from infoprompt.progress import bar_disabled
-from infoprompt.prompts import StaticPrompt
 from infoprompt.tasks import Example
 from infoprompt.training.data import (
     EncodedSet,

@@ -84,7 +84,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from infoprompt.cli import COUNT, POSITIVE, parse_shots
+    from infoprompt.options import COUNT, POSITIVE, parse_shots
 
     sweep = subparsers.add_parser(
         "sweep", help="run tasks × methods × shots × n_p × seeds, resumable, one record per cell",

@@ -15,8 +15,8 @@ import yaml
 
 from infoprompt.errors import UserError
 from infoprompt.io_utils import read_lines
-from infoprompt.methods import get_method
-from infoprompt.model import ClassifierConfig
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.registry import get_method
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import get_task
 from infoprompt.tasks.sampling import ALLOCATIONS
@@ -49,7 +49,7 @@ class Cell:
         task / method / shots / n_prompts / seed: the axes (``shots=None`` is the full training split).
         backbone: backbone name or path (a setting: cells differing only in it share an id and conflict).
         training: :class:`~infoprompt.training.TrainConfig` overrides (JSON-able).
-        classifier: :class:`~infoprompt.model.ClassifierConfig` overrides (JSON-able).
+        classifier: :class:`~infoprompt.kinds.config.ClassifierConfig` overrides (JSON-able).
         source: ``files`` or ``hub``.
         sampling: how the few-shot draw shares the shots over classes (see :class:`~infoprompt.pipeline.RunSpec`).
         data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).

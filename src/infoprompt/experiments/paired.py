@@ -19,12 +19,8 @@ from typing import Any
 import numpy as np
 
 from infoprompt.errors import UserError
+from infoprompt.kinds.registry import METHODS
 
-# infoprompt against its ablations, the prompt baselines and the peers, when both sides are in the results.
-DEFAULT_BASELINES = ("infoprompt-ce", "infoprompt-no-head", "infoprompt-no-rep", "warp", "idpg", "peft-prompt-tuning",
-                     "linear-probe", "setfit")
-# The recommended preset is compared with its own β = γ = 0 twin, the paper's method and the peers.
-RECOMMENDED_BASELINES = ("infoprompt-plus-ce", "infoprompt", "warp", "peft-prompt-tuning", "linear-probe", "setfit")
 EXACT_LIMIT = 20
 MONTE_CARLO_DRAWS = 200_000
 
@@ -104,8 +100,8 @@ def paired_comparisons(
     """Per column and pooled over columns, for each comparison with at least one shared seed.
 
     Records are finished result records; methods without prompts (``n_prompts=0``) pair with every n_p.
-    ``comparisons=None`` compares ``infoprompt`` with each of :data:`DEFAULT_BASELINES` present, and
-    ``infoprompt-plus`` with each of :data:`RECOMMENDED_BASELINES` present.
+    ``comparisons=None`` compares each method present with each of its table row's ``baselines`` present
+    (:class:`~infoprompt.kinds.registry.Method`).
     """
     values: dict[tuple, float] = {}
     for record in records:
@@ -118,8 +114,8 @@ def paired_comparisons(
             values[key] = float(value)
     methods = {key[1] for key in values}
     if comparisons is None:
-        comparisons = [("infoprompt", b) for b in DEFAULT_BASELINES if "infoprompt" in methods and b in methods]
-        comparisons += [("infoprompt-plus", b) for b in RECOMMENDED_BASELINES if "infoprompt-plus" in methods and b in methods]
+        comparisons = [(row.name, baseline) for row in METHODS.values() if row.name in methods
+                       for baseline in row.baselines if baseline in methods]
     for method, baseline in comparisons:
         missing = [m for m in (method, baseline) if m not in methods]
         if missing:

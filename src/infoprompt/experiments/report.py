@@ -18,17 +18,13 @@ from infoprompt.experiments.diagnostics import information_markdown, selection_m
 from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
 from infoprompt.io_utils import atomic_write_text
+from infoprompt.kinds.registry import table_label, table_order
 from infoprompt.tasks import TASKS
 
 # Rows in the paper's order (Tables 1-4), then the peers the paper does not have.
 # File-name stems of the two table layouts; build_report writes each as .csv and .md, and removes stale ones.
 NP_TABLE = "table-np-shots="
 SHOTS_TABLE = "table-shots-np="
-METHOD_ORDER = ("finetune", "adapter", "warp", "idpg", "infoprompt", "infoprompt-no-head", "infoprompt-no-rep",
-                "infoprompt-ce", "infoprompt-plus", "infoprompt-plus-ce", "peft-prompt-tuning", "linear-probe", "setfit")
-METHOD_LABELS = {"infoprompt-no-head": "infoprompt-no-head (γ=0)", "infoprompt-no-rep": "infoprompt-no-rep (β=0)",
-                 "infoprompt-ce": "infoprompt-ce (β=γ=0)", "infoprompt-plus-ce": "infoprompt-plus-ce (β=γ=0)"}
-
 
 @dataclass(frozen=True)
 class Stat(SampleSummary):
@@ -164,7 +160,7 @@ def build_tables(stats: dict[tuple, Stat], tasks: Sequence[str] | None = None) -
     tables = []
     for backbone in sorted({k[0] for k in stats}):
         keys = [k for k in stats if k[0] == backbone]
-        methods = _order({k[1] for k in keys}, METHOD_ORDER)
+        methods = table_order({k[1] for k in keys})
         present_tasks = {k[2] for k in keys}
         task_order = [t for t in (tasks or _order(present_tasks, list(TASKS))) if t in present_tasks]
         shots_values = sorted({k[3] for k in keys}, key=_shots_key)
@@ -214,7 +210,7 @@ def to_markdown(table: Table, digits: int = 4) -> str:
     header = ["method", *table.columns, "Average"]
     lines = [f"### {table.title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, stats in table.rows.items():
-        cells = [METHOD_LABELS.get(method, method)]
+        cells = [table_label(method)]
         for i, stat in enumerate(stats):
             text = format_stat(stat, digits)
             cells.append(f"**{text}**" if stat is not None and method in best_columns[i] else text)

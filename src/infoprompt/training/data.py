@@ -11,13 +11,12 @@ import torch
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, EncodedPair, collate
 from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import Adapter
 from infoprompt.training.runtime import autocast, map_chunks, model_device
 from infoprompt.validation import positive_int
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-
-    from infoprompt.model import PromptClassifier
 
 
 @dataclass
@@ -33,7 +32,7 @@ class EncodedSet:
         return len(self.pairs)
 
 
-def encode_examples(model: PromptClassifier, examples: Sequence[Example]) -> EncodedSet:
+def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
     pairs = model.template_encoder.encode_many([e.fields for e in examples], [e.source for e in examples])
     if all(e.label is not None for e in examples):
         labels = torch.tensor(
@@ -54,7 +53,7 @@ def subset(encoded: EncodedSet, indices: list[int]) -> EncodedSet:
     )
 
 
-def pad_id(model: PromptClassifier) -> int:
+def pad_id(model: Adapter) -> int:
     tokenizer = model.backbone.tokenizer
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
@@ -69,16 +68,16 @@ def length_sorted(encoded: EncodedSet) -> list[int]:
     return sorted(range(len(encoded)), key=lambda i: len(encoded.pairs[i].prompted.input_ids))
 
 
-def plain_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> Batch:
+def plain_batch(model: Adapter, encoded: EncodedSet, chunk: list[int]) -> Batch:
     return collate([encoded.pairs[i].plain for i in chunk], pad_id(model)).to(model_device(model))
 
 
-def prompted_batch(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> Batch:
+def prompted_batch(model: Adapter, encoded: EncodedSet, chunk: list[int]) -> Batch:
     return collate([encoded.pairs[i].prompted for i in chunk], pad_id(model)).to(model_device(model))
 
 
 def cache_features(
-    model: PromptClassifier, encoded: EncodedSet, batch_size: int, progress: bool = False,
+    model: Adapter, encoded: EncodedSet, batch_size: int, progress: bool = False,
     accelerator: Accelerator | None = None, precision: str = "fp32",
 ) -> None:
     """Run the frozen no-prompt pass once per example and keep ``P'`` and ``Z'`` on ``encoded`` (on the
@@ -100,7 +99,7 @@ def cache_features(
 
 
 def cache_eval_features(
-    model: PromptClassifier, examples: Sequence[Example], encoded: EncodedSet, config: TrainConfig,
+    model: Adapter, examples: Sequence[Example], encoded: EncodedSet, config: TrainConfig,
     accelerator: Accelerator | None, precision: str, progress: bool = False,
 ) -> str:
     """Fill ``encoded``'s no-prompt features from the feature store, or compute and store them. Returns
@@ -122,7 +121,7 @@ def cache_eval_features(
     return "miss"
 
 
-def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def features_for(model: Adapter, encoded: EncodedSet, chunk: list[int]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     if not model.needs_features:
         return None, None
     if encoded.pooled is not None:
@@ -130,10 +129,10 @@ def features_for(model: PromptClassifier, encoded: EncodedSet, chunk: list[int])
     return model.plain_features(plain_batch(model, encoded, chunk))
 
 
-def generator_inputs(model: PromptClassifier, encoded: EncodedSet, chunk: list[int]) -> torch.Tensor | None:
+def generator_inputs(model: Adapter, encoded: EncodedSet, chunk: list[int]) -> torch.Tensor | None:
     """What prediction needs from the no-prompt side: ``P'`` for generated prompts (cached, or computed, which
     is a whole encoder pass unless the generator reads input embeddings), nothing otherwise."""
-    if not getattr(model, "generates_prompts", False):
+    if not model.generates_prompts:
         return None
     if encoded.pooled is not None:
         return encoded.pooled[chunk]

@@ -10,6 +10,7 @@ import torch
 from infoprompt.errors import UserError
 from infoprompt.metrics import compute_metrics
 from infoprompt.tasks import Example
+from infoprompt.training.contract import Adapter
 from infoprompt.training.data import (
     EncodedSet,
     batches,
@@ -23,12 +24,10 @@ from infoprompt.training.runtime import autocast, map_chunks, model_device
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from infoprompt.model import PromptClassifier
-
 
 @torch.no_grad()
 def predict_encoded(
-    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    model: Adapter, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
     accelerator: Accelerator | None = None, precision: str = "fp32",
 ) -> torch.Tensor:
     """Class probabilities (N, C) on the CPU, in input order (under ``accelerate launch``, when the run's
@@ -49,7 +48,7 @@ def predict_encoded(
 
 
 def evaluate_encoded(
-    model: PromptClassifier, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    model: Adapter, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
     accelerator: Accelerator | None = None, precision: str = "fp32",
 ) -> dict[str, float]:
     if encoded.labels is None:
@@ -58,7 +57,7 @@ def evaluate_encoded(
     return task_metrics(model, encoded.labels, probabilities)
 
 
-def task_metrics(model: PromptClassifier, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:
+def task_metrics(model: Adapter, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:
     """The task's metrics (primary first) of the argmax predictions against label indices."""
     task = model.task
     predicted = probabilities.argmax(-1).tolist()
@@ -66,7 +65,7 @@ def task_metrics(model: PromptClassifier, labels: torch.Tensor, probabilities: t
 
 
 def evaluate(
-    model: PromptClassifier, examples: Sequence[Example], batch_size: int = 64, progress: bool = False,
+    model: Adapter, examples: Sequence[Example], batch_size: int = 64, progress: bool = False,
     precision: str = "fp32",
 ) -> dict[str, float]:
     """Metrics of ``model`` on labelled ``examples`` (the task's metrics, primary first), on the model's device."""
@@ -74,7 +73,7 @@ def evaluate(
 
 
 def predict(
-    model: PromptClassifier, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32",
+    model: Adapter, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32",
     sources: Sequence[str] | None = None,
 ) -> list[dict[str, object]]:
     """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields); ``sources``

@@ -18,6 +18,7 @@ from infoprompt.errors import UserError
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.training.config import SELECTIONS, TrainConfig
+from infoprompt.training.contract import Adapter, FitResult, LossTerms
 from infoprompt.training.data import (
     EncodedSet,
     batches,
@@ -38,7 +39,8 @@ from infoprompt.validation import check_finite
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from infoprompt.model import LossTerms, PromptClassifier
+    from infoprompt.kinds.prompt.model import Adapter
+    from infoprompt.training.contract import LossTerms
 
 # An information term counts as saturated once its bound reaches this share of its cap log(K+1).
 SATURATION = 0.95
@@ -46,14 +48,14 @@ LOSS_NAMES = ("total", "pred", "rep", "head", "kl")
 
 
 def train(
-    model: PromptClassifier,
+    model: Adapter,
     train_examples: Sequence[Example],
     eval_examples: Sequence[Example] | None = None,
     config: TrainConfig | None = None,
     log_path: Path | None = None,
-) -> dict[str, object]:
-    """Train ``model`` in place; returns final eval metrics, timings, the last loss terms, the information
-    terms' saturation and, under ``select="holdout"``, what was selected and from what.
+) -> FitResult:
+    """Train ``model`` (any kind trained by gradient steps) in place; returns the final evaluation, timings, the
+    last loss terms, the information terms' saturation and, under ``select="holdout"``, what was selected.
 
     Under ``accelerate launch --num_processes N`` (or ``torchrun``) the N processes split every batch and
     DDP averages their gradients; every process ends with the same model and metrics, and only the main
@@ -80,16 +82,8 @@ def train(
     if config.feature_cache:
         cache_features(model, train_set, config.eval_batch_size, progress, accelerator, precision)
     cache_seconds = time.perf_counter() - cache_started
-    periodic = (config.eval_every or config.eval_every_epochs) if select == "none" else 0
-    # Evaluation needs the no-prompt pass only when the prompt generator reads it.
-    cache_eval = config.feature_cache and getattr(model, "inference_needs_plain_pass", False)
-    store_status = "off"
-    if eval_set is not None and cache_eval and periodic:
-        store_status = cache_eval_features(model, eval_examples, eval_set, config, accelerator, precision, progress)
-    periodic_set = eval_set if periodic else None
-    if periodic_set is not None and config.eval_subset and len(periodic_set) > config.eval_subset:
-        periodic_set = subset(periodic_set, list(range(config.eval_subset)))
-
+    evaluation = Evaluation(model, eval_examples, eval_set, config, accelerator, precision, progress)
+    periodic_set = evaluation.periodic_set(select)
     run = Run(
         model=model, config=config, accelerator=accelerator,
         # DDP under a launcher (see LossPass for what it holds and why); the module itself in one process.
@@ -104,47 +98,24 @@ def train(
     )
 
     selection: dict[str, object] | None = None
-    selection_seconds = 0.0
+    selection_started = time.perf_counter()
     epochs = config.epochs
     if select == "holdout":
-        t0 = time.perf_counter()
         selection = select_epochs(model, train_set, config, run.run_epochs, run.log, precision)
         epochs = int(selection["epochs"])
-        selection_seconds = time.perf_counter() - t0
+    selection_seconds = time.perf_counter() - selection_started if selection is not None else 0.0
 
     train_started = time.perf_counter()
     step, last, saturation = run.run_epochs(train_set, epochs, "train")
     check_finite({n: p for n, p in model.named_parameters() if p.requires_grad}, "training diverged: parameter")
     train_seconds = time.perf_counter() - train_started - run.eval_seconds
-
-    final: dict[str, float] = {}
-    final_seconds = 0.0
-    if eval_examples:
-        t0 = time.perf_counter()
-        if eval_set is None:
-            eval_set = encode_examples(model, eval_examples)
-        if cache_eval and eval_set.pooled is None:
-            store_status = cache_eval_features(model, eval_examples, eval_set, config, accelerator, precision)
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, progress, accelerator, precision)
-        final_seconds = time.perf_counter() - t0
-        run.log.write({"type": "final_eval", "step": step, "n_eval": len(eval_set), **final})
-    run.log.close()
-    model.eval()
-    if accelerator.num_processes > 1:
-        run.loss_pass = None  # the DDP wrapper goes, and its gradient hooks on the model's parameters with it
-        accelerator.free_memory()
-    result: dict[str, object] = {
-        "metrics": final,
-        "steps": step,
-        "last_losses": last,
-        "information": saturation.summary(),
-        "n_train": len(train_set),
-        "n_eval": len(eval_set) if eval_set is not None else 0,
-        "truncated_train": sum(p.truncated for p in train_set.pairs),
-        "lr": run.lr,
-        "world_size": accelerator.num_processes,
-        "eval_feature_store": store_status,
-        "timings": {
+    final, final_seconds = evaluation.final(step, run.log)
+    run.finish()
+    return FitResult(
+        metrics=final, steps=step, last_losses=last, information=saturation.summary(), n_train=len(train_set),
+        n_eval=evaluation.size, truncated_train=sum(p.truncated for p in train_set.pairs), lr=run.lr,
+        world_size=accelerator.num_processes, eval_feature_store=evaluation.store_status, selection=selection,
+        timings={
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,
             "selection_s": selection_seconds,
@@ -153,10 +124,59 @@ def train(
             "final_eval_s": final_seconds,
             "step_s": train_seconds / step if step else 0.0,
         },
-    }
-    if selection is not None:
-        result["selection"] = selection
-    return result
+    )
+
+
+@dataclass
+class Evaluation:
+    """The evaluation split of one :func:`train` call: the periodic evaluations' share of it and the final
+    evaluation, with the no-prompt pass cached (or read from the feature store) where the model needs one."""
+
+    model: Adapter
+    examples: Sequence[Example] | None
+    encoded: EncodedSet | None
+    config: TrainConfig
+    accelerator: Accelerator
+    precision: str
+    progress: bool
+    store_status: str = "off"
+
+    @property
+    def cache_plain_pass(self) -> bool:
+        # Evaluation needs the no-prompt pass only when the prompt generator reads it.
+        return self.config.feature_cache and self.model.inference_needs_plain_pass
+
+    @property
+    def size(self) -> int:
+        return len(self.encoded) if self.encoded is not None else 0
+
+    def periodic_set(self, select: str) -> EncodedSet | None:
+        """The examples of the periodic evaluations (none under held-out selection)."""
+        config = self.config
+        periodic = (config.eval_every or config.eval_every_epochs) if select == "none" else 0
+        if self.encoded is None or not periodic:
+            return None
+        if self.cache_plain_pass:
+            self.store_status = cache_eval_features(self.model, self.examples, self.encoded, config, self.accelerator,
+                                                    self.precision, self.progress)
+        if config.eval_subset and len(self.encoded) > config.eval_subset:
+            return subset(self.encoded, list(range(config.eval_subset)))
+        return self.encoded
+
+    def final(self, step: int, log: JsonlLog) -> tuple[dict[str, float], float]:
+        """The final metrics (empty without evaluation examples) and the seconds they took."""
+        if not self.examples:
+            return {}, 0.0
+        started = time.perf_counter()
+        if self.encoded is None:
+            self.encoded = encode_examples(self.model, self.examples)
+        if self.cache_plain_pass and self.encoded.pooled is None:
+            self.store_status = cache_eval_features(self.model, self.examples, self.encoded, self.config,
+                                                    self.accelerator, self.precision)
+        metrics = evaluate_encoded(self.model, self.encoded, self.config.eval_batch_size, self.progress,
+                                   self.accelerator, self.precision)
+        log.write({"type": "final_eval", "step": step, "n_eval": len(self.encoded), **metrics})
+        return metrics, time.perf_counter() - started
 
 
 @dataclass
@@ -164,7 +184,7 @@ class Run:
     """What the epochs of one :func:`train` call share: the model, its prepared training pass, the settings,
     the log and the periodic evaluations' examples and time."""
 
-    model: PromptClassifier
+    model: Adapter
     config: TrainConfig
     accelerator: Accelerator
     loss_pass: nn.Module | None
@@ -235,6 +255,15 @@ class Run:
         bar.close()
         return step, last, saturation
 
+    def finish(self) -> None:
+        """Close the log and leave the model in eval mode; under DDP drop the wrapper, and its gradient hooks on
+        the model's parameters with it."""
+        self.log.close()
+        self.model.eval()
+        if self.accelerator.num_processes > 1:
+            self.loss_pass = None
+            self.accelerator.free_memory()
+
     def backward(self, data: EncodedSet, chunk: list[int], generator: torch.Generator) -> tuple[dict[str, float], dict[str, float]]:
         """Backpropagate one batch's loss; returns the whole batch's loss terms and, with one process, the
         information terms' bounds (under DDP each process saw only its share, so none are reported)."""
@@ -263,7 +292,7 @@ class Run:
 
 
 def batch_losses(
-    model: PromptClassifier, train_set: EncodedSet, chunk: list[int], generator: torch.Generator, precision: str,
+    model: Adapter, train_set: EncodedSet, chunk: list[int], generator: torch.Generator, precision: str,
     loss_pass: nn.Module | None = None,
 ) -> LossTerms:
     """The loss terms of one training batch (encoder passes under ``precision``'s autocast). ``loss_pass`` is
@@ -278,7 +307,7 @@ def batch_losses(
 
 
 @torch.no_grad()
-def warm_start_head(model: PromptClassifier, encoded: EncodedSet, batch_size: int, seed: int, precision: str) -> int:
+def warm_start_head(model: Adapter, encoded: EncodedSet, batch_size: int, seed: int, precision: str) -> int:
     """Fit the head by logistic regression on the adapter's current features of ``encoded``; returns the
     solver's iterations. The head then starts where the linear probe on this readout ends. Every process of
     a multi-process run fits the same head on all of ``encoded``."""

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 
 from infoprompt.errors import UserError
 from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import Adapter
 from infoprompt.training.data import EncodedSet, subset
 from infoprompt.training.inference import predict_encoded, task_metrics
-
-if TYPE_CHECKING:
-    from infoprompt.model import PromptClassifier
 
 
 class RecordLog(Protocol):
@@ -41,7 +39,7 @@ def holdout_split(labels: Sequence[int], fraction: float, seed: int) -> tuple[li
 
 
 @torch.no_grad()
-def holdout_scores(model: PromptClassifier, encoded: EncodedSet, batch_size: int, precision: str) -> dict[str, float]:
+def holdout_scores(model: Adapter, encoded: EncodedSet, batch_size: int, precision: str) -> dict[str, float]:
     """Cross-entropy and the task's metrics on held-out training examples (every process scores them all)."""
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     loss = float(torch.nn.functional.nll_loss(probabilities.clamp_min(1e-12).log(), encoded.labels))
@@ -49,7 +47,7 @@ def holdout_scores(model: PromptClassifier, encoded: EncodedSet, batch_size: int
 
 
 def select_epochs(
-    model: PromptClassifier, train_set: EncodedSet, config: TrainConfig,
+    model: Adapter, train_set: EncodedSet, config: TrainConfig,
     run_epochs: Callable[..., tuple[int, dict, object]], log: RecordLog, precision: str,
 ) -> dict[str, object]:
     """Pick the number of epochs on a held-out slice of the training examples, then put the adapter back to

@@ -19,11 +19,6 @@ def info_nce(positive: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(scores, dim=-1) - positive
 
 
-# Where the InfoNCE negatives come from: "paper" (no-prompt states, token embeddings) or "batch" (the other
-# examples' prompts).
-MI_NEGATIVES = ("paper", "batch")
-
-
 def mi_cap(n_negatives: int) -> float:
     """``log(K + 1)``: the most an InfoNCE bound with K negatives can say."""
     return math.log(n_negatives + 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import torch
@@ -11,17 +12,21 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, write_safetensors
-from infoprompt.methods import get_method
-from infoprompt.model import (
+from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
     WEIGHTS_NAME,
     ClassifierConfig,
-    LossTerms,
     check_backbone,
 )
+from infoprompt.kinds.registry import get_method
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
+from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import FitResult, LossTerms
+from infoprompt.training.data import EncodedSet, encode_examples
+from infoprompt.training.inference import evaluate_encoded
+from infoprompt.training.loop import JsonlLog
 
 
 def plain_template(task: TaskSpec) -> str:
@@ -46,13 +51,16 @@ def plain_template(task: TaskSpec) -> str:
 class BaselineModel(nn.Module):
     """Base of the baselines; it offers the interface :mod:`infoprompt.training` and the pipeline use.
 
-    ``config`` is a :class:`~infoprompt.model.ClassifierConfig` (so adapters of every method share one
+    ``config`` is a :class:`~infoprompt.kinds.config.ClassifierConfig` (so adapters of every method share one
     ``adapter_config.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.
     ``template_encoder`` encodes inputs without prompt slots; ``reserved`` positions stay free for prompts
     that the baseline adds itself (PEFT prepends its virtual tokens).
     """
 
+    # The engine's flags (see infoprompt.training.contract.Adapter): a baseline reads no no-prompt pass.
     needs_features = False
+    generates_prompts = False
+    inference_needs_plain_pass = False
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, reserved: int = 0):
         super().__init__()
@@ -107,19 +115,12 @@ def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
 
 
-
-
 def finish_fit(
-    model: nn.Module, train_set, eval_examples, config, log, *, steps: int, loss: float, lr: float | None,
-    started: float, cache_seconds: float, train_seconds: float,
-) -> dict[str, object]:
-    """The final evaluation of a fitted baseline and its result dict, in the shape :func:`infoprompt.training.train`
-    returns (a fitted model has no MI terms, no periodic evaluations and no per-step timing of its own)."""
-    import time
-
-    from infoprompt.training.data import encode_examples  # training loads model, which loads us
-    from infoprompt.training.inference import evaluate_encoded
-
+    model: nn.Module, train_set: EncodedSet, eval_examples, config: TrainConfig, log: JsonlLog, *, steps: int,
+    loss: float, lr: float | None, started: float, cache_seconds: float, train_seconds: float,
+) -> FitResult:
+    """The final evaluation of a fitted baseline and its result (a fitted model has no MI terms, no periodic
+    evaluations and, unless its fit says otherwise, no per-step timing of its own)."""
     final: dict[str, float] = {}
     final_seconds = 0.0
     eval_set = encode_examples(model, eval_examples) if eval_examples else None
@@ -129,15 +130,15 @@ def finish_fit(
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": steps, "n_eval": len(eval_set), **final})
     log.close()
-    return {
-        "metrics": final,
-        "steps": steps,
-        "last_losses": {"total": loss, "pred": loss, "rep": 0.0, "head": 0.0, "kl": 0.0},
-        "n_train": len(train_set),
-        "n_eval": len(eval_set) if eval_set is not None else 0,
-        "truncated_train": sum(p.truncated for p in train_set.pairs),
-        "lr": lr,
-        "timings": {
+    return FitResult(
+        metrics=final,
+        steps=steps,
+        last_losses={"total": loss, "pred": loss, "rep": 0.0, "head": 0.0, "kl": 0.0},
+        n_train=len(train_set),
+        n_eval=len(eval_set) if eval_set is not None else 0,
+        truncated_train=sum(p.truncated for p in train_set.pairs),
+        lr=lr,
+        timings={
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,
             "train_s": train_seconds,
@@ -145,4 +146,4 @@ def finish_fit(
             "final_eval_s": final_seconds,
             "step_s": 0.0,
         },
-    }
+    )

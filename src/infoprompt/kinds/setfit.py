@@ -18,11 +18,12 @@ from sklearn.linear_model import LogisticRegression
 from torch import nn
 
 from infoprompt.backbones import Backbone, silence_length_warning
-from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.kinds.common import BaselineModel, finish_fit, write_adapter
+from infoprompt.kinds.config import ClassifierConfig, read_weights
+from infoprompt.kinds.registry import Kind, Method
 from infoprompt.logistic import head_from_sklearn
-from infoprompt.model import ClassifierConfig, read_weights
 from infoprompt.tasks import Example
 from infoprompt.templates import (
     _FIELD,
@@ -34,6 +35,11 @@ from infoprompt.templates import (
     cut,
     shorten_longest_first,
 )
+from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import FitResult
+from infoprompt.training.data import encode_examples
+from infoprompt.training.loop import JsonlLog
+from infoprompt.training.runtime import resolve_device
 
 SETTINGS_NAME = "setfit_config.json"
 INSTALL_HINT = "pip install 'infoprompt[setfit]'"
@@ -324,21 +330,16 @@ def fit_setfit(
     model: SetFitClassifier,
     train_examples: Sequence[Example],
     eval_examples: Sequence[Example] | None = None,
-    config=None,
+    config: TrainConfig | None = None,
     log_path: Path | None = None,
-) -> dict[str, object]:
-    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``; returns the same result dict
-    as :func:`infoprompt.training.train`."""
+) -> FitResult:
+    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``."""
     require_setfit()
     from datasets import Dataset
     from setfit import Trainer, TrainingArguments
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from infoprompt.training.config import TrainConfig
-    from infoprompt.training.data import encode_examples
-    from infoprompt.training.loop import JsonlLog
-    from infoprompt.training.runtime import resolve_device
 
     config = config or TrainConfig()
     started = time.perf_counter()
@@ -410,5 +411,11 @@ def fit_setfit(
 
     result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last,
                         lr=settings.body_learning_rate, started=started, cache_seconds=0.0, train_seconds=train_seconds)
-    result["timings"]["step_s"] = train_seconds / steps if steps else 0.0
+    result.timings["step_s"] = train_seconds / steps if steps else 0.0
     return result
+
+
+KIND = Kind("setfit", SetFitClassifier, fit_setfit, require=require_setfit, methods=(
+    Method("setfit", None, "none", "cls", 0.0, 0.0, False, 2e-5, kind="setfit", table_order=12,
+           description="SetFit via the setfit library: contrastive body fine-tuning + logistic regression"),
+))

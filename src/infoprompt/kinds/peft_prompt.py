@@ -14,10 +14,12 @@ from peft import PeftModel, PromptTuningConfig, PromptTuningInit, TaskType, get_
 from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
-from infoprompt.model import ClassifierConfig
+from infoprompt.kinds.common import BaselineModel, write_adapter
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.registry import Kind, Method
 from infoprompt.templates import Batch
+from infoprompt.training import train
 
 PEFT_DIR = "peft"
 
@@ -104,3 +106,10 @@ class PeftPromptClassifier(BaselineModel):
         if not (peft_dir / "adapter_config.json").is_file():
             raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
         return cls(backbone, config, peft_dir=peft_dir)
+
+
+# peft's prompt and head train in the engine's gradient loop, as the prompt kind's models do.
+KIND = Kind("peft", PeftPromptClassifier, train, methods=(
+    Method("peft-prompt-tuning", "static", "prepend", "cls", 0.0, 0.0, False, 1e-3, kind="peft", table_order=10,
+           description="Hugging Face peft PromptTuningConfig on AutoModelForSequenceClassification"),
+))

@@ -11,13 +11,19 @@ import torch
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.baselines.common import BaselineModel, finish_fit, write_adapter
 from infoprompt.errors import UserError
+from infoprompt.kinds.common import BaselineModel, finish_fit, write_adapter
+from infoprompt.kinds.config import ClassifierConfig, count_spans, read_weights
+from infoprompt.kinds.readouts import mean_pool, span_pool
+from infoprompt.kinds.registry import Kind, Method
 from infoprompt.logistic import REGULARISATION_C, fit_logistic_head, head_from_sklearn
-from infoprompt.model import ClassifierConfig, count_spans, read_weights
-from infoprompt.readouts import mean_pool, span_pool
 from infoprompt.tasks import Example
 from infoprompt.templates import Batch, Template
+from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import FitResult
+from infoprompt.training.data import batches, encode_examples, length_sorted, prompted_batch
+from infoprompt.training.loop import JsonlLog
+from infoprompt.training.runtime import autocast, resolve_device
 
 __all__ = ["LinearProbe", "fit_linear_probe", "head_from_sklearn", "span_pool"]
 
@@ -87,14 +93,10 @@ def fit_linear_probe(
     model: LinearProbe,
     train_examples: Sequence[Example],
     eval_examples: Sequence[Example] | None = None,
-    config=None,
+    config: TrainConfig | None = None,
     log_path: Path | None = None,
-) -> dict[str, object]:
-    """Fit the head by logistic regression; returns the same result dict as :func:`infoprompt.training.train`."""
-    from infoprompt.training.config import TrainConfig
-    from infoprompt.training.data import batches, encode_examples, length_sorted, prompted_batch
-    from infoprompt.training.loop import JsonlLog
-    from infoprompt.training.runtime import autocast, resolve_device
+) -> FitResult:
+    """Fit the head by logistic regression; returns its :class:`~infoprompt.training.contract.FitResult`."""
 
     config = config or TrainConfig()
     started = time.perf_counter()
@@ -121,3 +123,9 @@ def fit_linear_probe(
 
     return finish_fit(model, train_set, eval_examples, config, log, steps=iterations, loss=train_loss, lr=None,
                       started=started, cache_seconds=cache_seconds, train_seconds=fit_seconds)
+
+
+KIND = Kind("linear-probe", LinearProbe, fit_linear_probe, methods=(
+    Method("linear-probe", None, "none", "cls", 0.0, 0.0, False, 0.0, kind="linear-probe", table_order=11,
+           description="logistic regression on frozen mean-pooled embeddings (lr unused)"),
+))

@@ -1,0 +1,35 @@
+"""Every kind of adapter, registered: a kind is one module (or folder) with its model, its fit and its methods,
+plus one line here. Build, train and load a model of any kind through :mod:`infoprompt.kinds.factory`."""
+
+from infoprompt.kinds import peft_prompt, probe, prompt, setfit
+from infoprompt.kinds.factory import build_model, load_adapter, make_classifier, train
+from infoprompt.kinds.registry import (
+    KINDS,
+    METHODS,
+    Kind,
+    Method,
+    get_method,
+    kind_of,
+    register_kind,
+    register_method,
+)
+
+register_kind(prompt.KIND)
+register_kind(peft_prompt.KIND)
+register_kind(probe.KIND)
+register_kind(setfit.KIND)
+
+__all__ = [
+    "KINDS",
+    "METHODS",
+    "Kind",
+    "Method",
+    "build_model",
+    "get_method",
+    "kind_of",
+    "load_adapter",
+    "make_classifier",
+    "register_kind",
+    "register_method",
+    "train",
+]

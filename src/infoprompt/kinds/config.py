@@ -1,0 +1,246 @@
+"""The adapter config every kind saves (``adapter_config.json``), its resolution against task and method, and
+the checked readers of a saved adapter's files."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+
+from infoprompt.backbones import Backbone, load_backbone
+from infoprompt.errors import UserError
+from infoprompt.io_utils import read_json_object
+from infoprompt.kinds.readouts import READOUTS
+from infoprompt.kinds.registry import Method
+from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.templates import Template
+from infoprompt.validation import check_finite, check_labels, validate_classifier_config
+
+# Where the InfoNCE negatives come from: "paper" (no-prompt states, token embeddings) or "batch" (the other
+# examples' prompts).
+MI_NEGATIVES = ("paper", "batch")
+POOLINGS = ("mean", "cls", "embeddings", "spans")
+CONFIG_NAME = "adapter_config.json"
+WEIGHTS_NAME = "adapter_model.safetensors"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class ClassifierConfig:
+    """Everything that defines an adapter; saved next to its weights.
+
+    Attributes:
+        task: task name (see ``infoprompt tasks``).
+        method: method name (see ``infoprompt methods``); supplies the defaults below.
+        backbone: backbone name or path the adapter was trained on.
+        labels: class names in head-row order.
+        n_prompts: number of prompt tokens ``n_p``.
+        template: template string; ``None`` picks the task's, adapted to the method's placement.
+        beta: weight of the representation MI loss; ``None`` takes the method's.
+        gamma: weight of the head MI loss; ``None`` takes the method's.
+        n_negatives: K, negatives per InfoNCE term.
+        rank: rank of each slot's up/down projection in generated prompts.
+        pooling: what the prompt generator reads as ``P'``: the no-prompt pass pooled by ``mean`` over tokens
+            or its ``cls`` state (the paper: ``P' = Φ(X)``), or ``embeddings``, the mean input embedding of
+            the tokens, which needs no encoder pass, so that prediction costs one pass instead of two.
+            ``spans`` (linear probe on span tasks only): the mean state of each entity mention, concatenated.
+        head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
+        readout: what the head reads from the prompted pass: the ``mask`` slot (the paper), the ``cls`` state,
+            the ``mean`` of the text-field states, ``spans`` (span tasks: the mean state of each entity
+            mention, concatenated) or ``auto`` (``spans`` where the template marks mentions, else ``mean``);
+            ``None`` takes the method's.
+        mi_negatives: the InfoNCE negatives of both information terms. ``paper``: no-prompt states for
+            I(P; Z | X) and token embeddings for I(P; θ | X), which a critic tells from prompts within a few
+            steps (the bound saturates); ``batch``: the prompts of the other examples of the batch, so the
+            critic has to pick the example's own prompt among prompts (the bound is capped at log B).
+            ``None`` takes the method's.
+        verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
+        generator_bias: generated prompts carry a bias initialised from token embeddings.
+        kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
+        max_length: token budget of one templated input.
+        truncate: shorten text fields that do not fit (otherwise such an input is an error).
+        init_seed: seed of the parameter initialisation.
+        backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
+    """
+
+    task: str
+    method: str
+    backbone: str
+    labels: tuple[str, ...] = ()
+    n_prompts: int = 4
+    template: str | None = None
+    beta: float | None = None
+    gamma: float | None = None
+    n_negatives: int = 32
+    rank: int = 64
+    pooling: str = "mean"
+    head_summary: str = "predicted"
+    readout: str | None = None
+    mi_negatives: str | None = None
+    verbalizer_init: bool | None = None
+    generator_bias: bool = True
+    kl_weight: float = 0.0
+    max_length: int = 128
+    truncate: bool = True
+    init_seed: int = 0
+    backbone_fingerprint: dict[str, object] = field(default_factory=dict)
+
+    def resolved(self, task: TaskSpec, preset: Method) -> ClassifierConfig:
+        """A copy with every ``None`` default filled from the task and method."""
+        values = dataclasses.asdict(self)
+        values["labels"] = tuple(self.labels) or task.labels
+        values["beta"] = preset.beta if self.beta is None else self.beta
+        values["gamma"] = preset.gamma if self.gamma is None else self.gamma
+        values["verbalizer_init"] = preset.verbalizer_init if self.verbalizer_init is None else self.verbalizer_init
+        if preset.prompt_source is None:
+            values["n_prompts"] = 0
+        values["template"] = self.template or default_template(task, preset)
+        if self.pooling not in POOLINGS:
+            raise UserError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.pooling == "spans" and preset.kind != "linear-probe":
+            raise UserError(f"pooling 'spans' is for the linear-probe method only, not {preset.name}")
+        values["readout"] = resolve_readout(self.readout or preset.readout, Template.parse(values["template"]), task, preset)
+        values["mi_negatives"] = self.mi_negatives or preset.mi_negatives
+        if values["mi_negatives"] not in MI_NEGATIVES:
+            raise UserError(f"mi_negatives must be one of {', '.join(MI_NEGATIVES)}, got {self.mi_negatives!r}")
+        if self.head_summary not in ("predicted", "mean"):
+            raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
+        if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
+            raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
+        if self.n_negatives < 1:
+            raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
+        check_labels(values["labels"], task)
+        return ClassifierConfig(**values)
+
+    def __post_init__(self) -> None:
+        validate_classifier_config(self)
+
+    def to_json(self) -> dict[str, object]:
+        data = dataclasses.asdict(self)
+        data["labels"] = list(self.labels)
+        data["format_version"] = FORMAT_VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, object], where: str) -> ClassifierConfig:
+        data = dict(data)
+        data.pop("format_version", None)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        missing = [name for name in ("task", "method", "backbone") if name not in data]
+        if missing:
+            raise UserError(f"{where}: missing field(s) {', '.join(missing)}")
+        if not isinstance(data.get("labels", ()), list | tuple):
+            raise UserError(f"{where}: labels must be a list of names, got {data['labels']!r}")
+        data["labels"] = tuple(data.get("labels", ()))
+        try:
+            config = cls(**data)
+            if config.labels:
+                check_labels(config.labels, get_task(config.task))
+        except UserError as error:
+            raise UserError(f"{where}: {error}") from None
+        return config
+
+
+def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:
+    """Refuse a backbone other than the adapter's, or one too short for ``max_length`` (+ ``reserved`` tokens);
+    then record the backbone's fingerprint in ``config``."""
+    if config.backbone_fingerprint and config.backbone_fingerprint != backbone.fingerprint():
+        raise UserError(
+            f"adapter was trained on backbone {config.backbone!r} {config.backbone_fingerprint}, "
+            f"but the loaded backbone {backbone.name!r} is {backbone.fingerprint()}"
+        )
+    config.backbone_fingerprint = backbone.fingerprint()
+    if config.max_length + reserved > backbone.max_positions:
+        extra = f" plus {reserved} prompt token(s)" if reserved else ""
+        raise UserError(
+            f"max_length={config.max_length}{extra} exceeds the {backbone.max_positions} positions of backbone "
+            f"{backbone.name!r}"
+        )
+
+
+def resolve_readout(readout: str, template: Template, task: TaskSpec, preset: Method) -> str:
+    """The readout a config asks for, with ``auto`` (the method's choice) made concrete: ``spans`` where the
+    template marks entity mentions, ``mean`` elsewhere."""
+    has_spans = count_spans(template) > 0
+    if readout == "auto":
+        return "spans" if has_spans else "mean"
+    if readout not in READOUTS:
+        raise UserError(f"readout must be one of auto, {', '.join(READOUTS)}, got {readout!r}")
+    if readout == "spans" and not has_spans:
+        raise UserError(f"readout 'spans' needs a task with entity mentions; {task.name} has none")
+    if readout == "mask" and preset.readout == "cls":
+        raise UserError(f"readout 'mask' needs a [MASK] slot, and method {preset.name}'s template has none")
+    return readout
+
+
+def count_spans(template: Template) -> int:
+    """Entity mentions a template marks (its ``{name:keep}`` fields)."""
+    return sum(policy == "keep" for policy in template.cut_policies.values())
+
+
+def default_template(task: TaskSpec, preset: Method) -> str:
+    template = Template.parse(task.template)
+    if preset.placement == "prepend":
+        if any(":" in part for part in template.parts):
+            # Span tasks split one sentence into fields with truncation policies: keep that text as it is.
+            # There the mask marks where the entity is; IDPG reads [CLS], so a literal "@" keeps the mark.
+            kept = ["@" if part == "<mask>" else part for part in template.parts if part not in ("<p>", "<cls>")]
+            return " ".join(["<cls>", "<p>", *kept])
+        fields = " <sep> ".join(f"{{{name}}}" for name in task.fields)
+        return f"<cls> <p> {fields} <sep>"
+    if preset.placement == "none":
+        template = template.without_prompts()
+    if preset.readout == "cls":
+        template = Template.parse(" ".join(p for p in template.parts if p != "<mask>"))
+    return template.text
+
+
+def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backbone: Backbone | None,
+               cache_dir: str | None) -> Any:
+    """Load the adapter in ``directory`` as ``model_type`` on ``backbone`` (the saved one unless given), on the
+    backbone's device: the one place every kind's loading goes through."""
+    if backbone is None:
+        backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+    return model_type.load(directory, config, backbone).to(backbone.device)
+
+
+def read_adapter_config(directory: Path) -> ClassifierConfig:
+    """The config of the adapter saved in ``directory`` (any kind), with its files checked to be there."""
+    config_path = directory / CONFIG_NAME
+    if not directory.is_dir():
+        raise UserError(f"adapter directory {directory} does not exist")
+    if not config_path.is_file():
+        raise UserError(f"adapter file {config_path} is missing")
+    return ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
+
+
+def read_weights(
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = ()
+) -> dict[str, torch.Tensor]:
+    """Read ``adapter_model.safetensors`` and check its names, the shapes of all but ``free_shapes`` against
+    ``expected``, and that every value is finite."""
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise UserError(f"{path}: not a readable safetensors file ({error})") from None
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, tensor in state.items():
+        if name not in free_shapes and tensor.shape != expected[name].shape:
+            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}")
+    check_finite(state, str(path))
+    return state

@@ -1,0 +1,58 @@
+"""Build, train and load a model of any kind through the registry: the one path for each verb."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from infoprompt.backbones import Backbone
+from infoprompt.errors import UserError
+from infoprompt.kinds.config import ClassifierConfig, load_saved, read_adapter_config
+from infoprompt.kinds.registry import kind_of
+from infoprompt.training.config import TrainConfig
+from infoprompt.training.contract import FitResult
+
+# Fields a caller sets through make_classifier's own arguments, not through ``options``.
+_NAMED = {"task", "method", "backbone", "n_prompts", "init_seed"}
+
+
+def make_classifier(
+    backbone: Backbone, task: str, method: str = "infoprompt", n_prompts: int = 4, seed: int = 0, **options: object
+) -> Any:
+    """A fresh model of ``method`` (any row of ``infoprompt methods``) for ``task`` on ``backbone``.
+
+    ``options`` override :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``beta``, ``gamma``,
+    ``n_negatives``, ``template``, ``max_length``, ...); ``seed`` fixes the initialisation.
+    """
+    known = {f.name for f in dataclasses.fields(ClassifierConfig)} - _NAMED
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserError(f"unknown classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    config = ClassifierConfig(task=task, method=method, backbone=backbone.name, n_prompts=n_prompts, init_seed=seed,
+                              **options)
+    return build_model(backbone, config)
+
+
+def build_model(backbone: Backbone, config: ClassifierConfig) -> Any:
+    """A fresh model for ``config`` of whatever kind its method is, on the backbone's device: its new parameters
+    join an encoder that a training run may have left on a GPU."""
+    return kind_of(config.method).model(backbone, config).to(backbone.device)
+
+
+def train(model: Any, train_examples: Sequence, eval_examples: Sequence | None = None,
+          config: TrainConfig | None = None, log_path: Path | None = None) -> FitResult:
+    """Train ``model`` with its own kind's fit (prompt methods, peft, the probe, SetFit alike)."""
+    return kind_of(model.config.method).trainer()(model, train_examples, eval_examples, config, log_path)
+
+
+def load_adapter(directory: str | Path, backbone: Backbone | None = None, cache_dir: str | None = None, *,
+                 config: ClassifierConfig | None = None) -> Any:
+    """Load a saved adapter of any kind; its backbone is loaded from the saved name unless one is given (and
+    must match). The model is on the backbone's device (a backbone that a training run moved to a GPU stays
+    there). ``config``: the adapter's config when the caller has already read it
+    (:func:`~infoprompt.kinds.config.read_adapter_config`)."""
+    directory = Path(directory)
+    config = config or read_adapter_config(directory)
+    return load_saved(kind_of(config.method).model, directory, config, backbone, cache_dir)

@@ -1,0 +1,113 @@
+"""The contract between the training engine and every kind of adapter: the model interface (:class:`Adapter`),
+the loss terms of a training step (:class:`LossTerms`) and what a kind's fit returns (:class:`FitResult`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from infoprompt.backbones import Backbone
+from infoprompt.tasks import Example, TaskSpec
+from infoprompt.templates import Batch, TemplateEncoder
+from infoprompt.training.config import TrainConfig
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What the engine (encoding, training, inference, the pipeline) needs of a model of any kind.
+
+    A kind's model is a ``torch.nn.Module`` built as ``Model(backbone, config)`` and read back by
+    ``Model.load(directory, config, backbone)``. Every module it runs, the backbone's encoder too, is a registered
+    submodule, so that ``model.to(device)`` moves all of it. A kind that reads no generated prompts and no
+    cached no-prompt pass keeps the three flags ``False`` (as :class:`~infoprompt.kinds.common.BaselineModel`
+    does).
+    """
+
+    config: Any  # the kind's adapter config (a :class:`~infoprompt.kinds.config.ClassifierConfig`)
+    preset: Any  # its method's row (:class:`~infoprompt.kinds.registry.Method`): lr, select, warm_start defaults
+    task: TaskSpec
+    backbone: Backbone
+    template_encoder: TemplateEncoder
+    needs_features: bool  # training reads the cached no-prompt pass (P', Z')
+    generates_prompts: bool  # the model's prompts are generated from the no-prompt pass P'
+    inference_needs_plain_pass: bool  # predicting runs the no-prompt pass first
+
+    def forward(self, batch: Batch, pooled: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Logits (B, C), the head's input features (B, F) or None, and the prompts (B, n_p, D) or None."""
+        ...
+
+    def losses(self, batch: Batch, labels: torch.Tensor, pooled: torch.Tensor | None,
+               z_plain: torch.Tensor | None, generator: torch.Generator | None = None) -> LossTerms: ...
+
+    def trainable_state(self) -> dict[str, torch.Tensor]: ...
+
+    def parameter_counts(self) -> dict[str, int]: ...
+
+    def save_pretrained(self, directory: str | Path) -> None: ...
+
+
+@dataclass
+class FitResult:
+    """What a kind's fit returns: the final evaluation, the run's size and timings, and what it logged.
+
+    Attributes:
+        metrics: the task's metrics on the evaluation examples (empty without any).
+        steps: optimisation steps taken.
+        last_losses: the last step's loss terms (``total``, ``pred``, ``rep``, ``head``, ``kl``).
+        n_train / n_eval: examples trained on and evaluated.
+        truncated_train: training inputs shortened to the token budget.
+        lr: the learning rate used (``None`` where the kind has none).
+        timings: seconds per phase (``total_s``, ``train_s``, ``step_s``, ...).
+        information: each information term's saturation summary (prompt kinds).
+        world_size: processes the run was spread over.
+        eval_feature_store: how the evaluation split's no-prompt pass was obtained (``off``, ``hit``, ``miss``).
+        selection: what a held-out selection picked and from which scores (``None`` without one).
+    """
+
+    metrics: dict[str, float]
+    steps: int
+    last_losses: dict[str, float]
+    n_train: int
+    n_eval: int
+    truncated_train: int
+    lr: float | None
+    timings: dict[str, float]
+    information: dict[str, dict[str, object]] = field(default_factory=dict)
+    world_size: int | None = None
+    eval_feature_store: str = "off"
+    selection: dict[str, object] | None = None
+
+
+# A kind's trainer: ``fit(model, train_examples, eval_examples, TrainConfig, log_path) -> FitResult``.
+FitFunction = Callable[[Any, Sequence[Example], Sequence[Example] | None, TrainConfig | None, Path | None], FitResult]
+
+
+@dataclass
+class LossTerms:
+    """The objective and its three terms (batch means), kept apart for the logs."""
+
+    total: torch.Tensor
+    pred: torch.Tensor
+    rep: torch.Tensor
+    head: torch.Tensor
+    kl: torch.Tensor
+    caps: dict[str, float] = field(default_factory=dict)  # log(K+1) of each active InfoNCE term
+
+    def as_floats(self) -> dict[str, float]:
+        return {name: float(getattr(self, name).detach()) for name in ("total", "pred", "rep", "head", "kl")}
+
+    def mi_bounds(self) -> dict[str, float]:
+        """Each active information term's lower bound ``log(K+1) − nce`` and its cap ``log(K+1)``: a bound at
+        its cap means the critic separates every negative and the term gives no more gradient."""
+        out: dict[str, float] = {}
+        for name, cap in self.caps.items():
+            out[f"mi_{name}"] = cap - float(getattr(self, name).detach())
+            out[f"mi_{name}_cap"] = cap
+        return out
+
+
