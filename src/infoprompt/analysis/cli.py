@@ -45,14 +45,28 @@ def _target_fields(args: argparse.Namespace) -> dict[str, object]:
 
 
 def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
+    """The ``analyze`` command and its sub-commands, each with its handler."""
     analyze = commands.add_parser(
         "analyze", help="figures that explain prompts: cmi, landscape, curves (+ redraw)"
     )
     sub = analyze.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+    _add_cmi_parser(sub)
+    _add_landscape_parser(sub)
+    _add_curves_parser(sub)
+    _add_redraw_parser(sub)
 
+
+def _add_cmi_parser(sub: argparse._SubParsersAction) -> None:
     cmi = sub.add_parser("cmi", help="per-example CMI I(P; Z | X) of several prompt sources (paper Fig. 1)")
     _model_source(cmi)
     _common(cmi, "cmi-<task>-<backbone>")
+    _cmi_source_arguments(cmi)
+    _cmi_estimator_arguments(cmi)
+    cmi.set_defaults(handler=cmd_cmi)
+
+
+def _cmi_source_arguments(cmi: argparse.ArgumentParser) -> None:
+    """The prompt sources that ``analyze cmi`` compares: adapters, runs it trains, texts, random vectors."""
     cmi.add_argument(
         "--adapter",
         action="append",
@@ -85,6 +99,10 @@ def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
     cmi.add_argument(
         "--random-prompts", type=int, help="vectors of the random source (default: the adapters' n_p)"
     )
+
+
+def _cmi_estimator_arguments(cmi: argparse.ArgumentParser) -> None:
+    """The examples ``analyze cmi`` scores and the critics that estimate the bound."""
     cmi.add_argument("--split", help="split the examples come from (default: the task's eval split)")
     cmi.add_argument("--examples", type=int, default=512, help="examples drawn (default 512)")
     cmi.add_argument(
@@ -106,8 +124,9 @@ def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
     cmi.add_argument("--critic-batch-size", type=int, default=64)
     cmi.add_argument("--score-draws", type=int, default=16, help="noise draws averaged per scored example")
     cmi.add_argument("--batch-size", type=int, default=32, help="batch size of the encoder passes")
-    cmi.set_defaults(handler=cmd_cmi)
 
+
+def _add_landscape_parser(sub: argparse._SubParsersAction) -> None:
     land = sub.add_parser(
         "landscape", help="task / representation loss landscapes with trajectories (paper Fig. 2)"
     )
@@ -137,6 +156,8 @@ def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
     )
     land.set_defaults(handler=cmd_landscape)
 
+
+def _add_curves_parser(sub: argparse._SubParsersAction) -> None:
     cur = sub.add_parser(
         "curves", help="training loss and eval metric against steps over runs (paper Fig. 3)"
     )
@@ -154,6 +175,8 @@ def add_analysis_commands(commands: argparse._SubParsersAction) -> None:
     cur.add_argument("--metric", help="eval metric (default: the runs' primary metric)")
     cur.set_defaults(handler=cmd_curves)
 
+
+def _add_redraw_parser(sub: argparse._SubParsersAction) -> None:
     again = sub.add_parser("redraw", help="redraw a cmi or landscape PNG from the numbers saved next to it")
     again.add_argument(
         "record", metavar="JSON", help="the analysis's .json (its .csv / .npz must sit beside it)"

@@ -12,17 +12,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from infoprompt.analysis.cmi import EstimatorConfig, Inputs, estimate, summarise
+from infoprompt.analysis.cmi import Estimate, EstimatorConfig, Inputs, estimate, summarise
 from infoprompt.analysis.outputs import atomic_write_json, output_path, write_csv
 from infoprompt.analysis.plotting import plot_cmi
-from infoprompt.analysis.sources import DEFAULT_TEXTS, SourceSpec, StateCollector
+from infoprompt.analysis.sources import DEFAULT_TEXTS, SourceSpec, SourceStates, StateCollector
 from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
 from infoprompt.kinds.config import CONFIG_NAME
 from infoprompt.pipeline import RunSpec, read_split, run_training
-from infoprompt.tasks import get_task
+from infoprompt.tasks import Example, get_task
 from infoprompt.training.config import TrainConfig
 
 ESTIMATORS = ("presence", "swap")
@@ -122,7 +122,43 @@ def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, ob
     backbone = backbone or load_backbone(config.backbone, cache_dir=config.cache_dir)
     split = config.split or task.eval_split
     pool = read_split(task, split, config.data_dir, config.source)
+    # One generator draws the examples, then the swap partners: the order of the draws is part of the seed.
     generator = torch.Generator().manual_seed(config.seed)
+    examples, n_fit = _draw_examples(config, pool, generator)
+    sources = _prompt_sources(config, task.name, backbone)
+    partners = _swap_partners(config, n_fit, len(examples) - n_fit, generator)
+    collector = StateCollector(backbone, task, examples, config.batch_size, config.seed, config.progress)
+    estimates = _estimate_sources(config, collector, sources, partners, n_fit, len(examples))
+
+    name = config.stem("cmi", task.name)
+    record = _cmi_record(config, task.name, split, examples, n_fit, estimates)
+    rows = [
+        (est, label, examples[n_fit + i].source, float(v))
+        for est in config.estimators
+        for label, vals in estimates.values[est].items()
+        for i, v in enumerate(vals)
+    ]
+    write_csv(output_path(config.out, name, ".csv"), CMI_CSV_HEADER, rows)
+    atomic_write_json(output_path(config.out, name, ".json"), record)
+    draw_cmi(record, estimates.values, output_path(config.out, name, ".png"))
+    return record
+
+
+@dataclass
+class _Estimates:
+    """Per estimator, then per source label: the scored examples' bounds, their summary and the fit bound at the
+    end of critic training; and a description of every source."""
+
+    values: dict[str, dict[str, np.ndarray]]
+    summaries: dict[str, dict[str, dict[str, float]]]
+    fit_end: dict[str, dict[str, float]]
+    described: list[dict[str, object]]
+
+
+def _draw_examples(
+    config: CMIConfig, pool: list[Example], generator: torch.Generator
+) -> tuple[list[Example], int]:
+    """``n_examples`` of ``pool`` in a seeded order and how many of them (the first) fit the critics."""
     order = torch.randperm(len(pool), generator=generator)[: config.n_examples].tolist()
     examples = [pool[i] for i in order]
     n_fit = int(round(len(examples) * config.fit_fraction))
@@ -131,7 +167,11 @@ def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, ob
         raise UserError(
             f"{len(examples)} examples leave {n_fit} to fit and {n_score} to score; raise n_examples"
         )
+    return examples, n_fit
 
+
+def _prompt_sources(config: CMIConfig, task_name: str, backbone: Backbone) -> list[SourceSpec]:
+    """Random vectors, handcrafted texts, then the given and the freshly trained adapters."""
     adapters = list(config.adapters) + train_adapters(config, backbone)
     sources: list[SourceSpec] = []
     if config.random:
@@ -139,35 +179,53 @@ def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, ob
         if n_random is None:
             n_random = _adapter_prompts(adapters) or 4
         sources.append(SourceSpec(kind="random", label=f"random (n_p={n_random})", n_prompts=n_random))
-    texts = config.texts if config.texts is not None else DEFAULT_TEXTS.get(task.name, ())
+    texts = config.texts if config.texts is not None else DEFAULT_TEXTS.get(task_name, ())
     sources += [SourceSpec(kind="text", label=f'"{text}"', text=text) for text in texts]
     sources += adapters
     if not sources:
         raise UserError(
             "no prompt source to analyse: give --adapter, --train, --text or keep the random source"
         )
+    return sources
 
-    partners = None
-    if "swap" in config.estimators:
-        partners = torch.cat(
-            [
-                _partners(n_fit, config.swap_negatives, 0, generator),
-                _partners(n_score, config.swap_negatives, n_fit, generator),
-            ]
-        )
-    collector = StateCollector(backbone, task, examples, config.batch_size, config.seed, config.progress)
-    values: dict[str, dict[str, np.ndarray]] = {name: {} for name in config.estimators}
-    summaries: dict[str, dict[str, dict[str, float]]] = {name: {} for name in config.estimators}
-    fit_end: dict[str, dict[str, float]] = {name: {} for name in config.estimators}
-    described = []
+
+def _swap_partners(
+    config: CMIConfig, n_fit: int, n_score: int, generator: torch.Generator
+) -> torch.Tensor | None:
+    """The swap estimator's partners of every example, fit and scored examples apart (``None``: no swap)."""
+    if "swap" not in config.estimators:
+        return None
+    return torch.cat(
+        [
+            _partners(n_fit, config.swap_negatives, 0, generator),
+            _partners(n_score, config.swap_negatives, n_fit, generator),
+        ]
+    )
+
+
+def _estimate_sources(
+    config: CMIConfig,
+    collector: StateCollector,
+    sources: list[SourceSpec],
+    partners: torch.Tensor | None,
+    n_fit: int,
+    n_examples: int,
+) -> _Estimates:
+    """Collect each source's states and estimate its CMI with every estimator (fresh critics each time)."""
+    estimates = _Estimates(
+        values={name: {} for name in config.estimators},
+        summaries={name: {} for name in config.estimators},
+        fit_end={name: {} for name in config.estimators},
+        described=[],
+    )
     for spec in sources:
         states = collector.collect(spec, partners)
         label = states.spec.label
-        if any(label == d["label"] for d in described):
+        if any(label == d["label"] for d in estimates.described):
             raise UserError(
                 f"two prompt sources are both labelled {label!r}; give adapters distinct LABEL=DIR names"
             )
-        described.append(
+        estimates.described.append(
             {
                 "label": label,
                 "kind": spec.kind,
@@ -178,50 +236,50 @@ def run_cmi(config: CMIConfig, backbone: Backbone | None = None) -> dict[str, ob
             }
         )
         for name in config.estimators:
-            negatives = states.z_plain if name == "presence" else states.z_swapped
-            estimator = config.estimator
-            if name == "swap":
-                estimator = dataclasses.replace(estimator, n_negatives=config.swap_negatives)
-            estimator = dataclasses.replace(estimator, progress=config.progress)
-            whole = Inputs(states.prompt_mean, states.z, negatives)
-            fit_index, score_index = torch.arange(n_fit), torch.arange(n_fit, len(examples))
-            result = estimate(
-                whole.subset(fit_index), whole.subset(score_index), estimator, desc=f"critic {label}"
-            )
-            values[name][label] = result.values
-            summaries[name][label] = summarise(result.values, seed=config.seed).as_dict()
+            result = _estimate_one(config, name, states, n_fit, n_examples)
+            estimates.values[name][label] = result.values
+            estimates.summaries[name][label] = summarise(result.values, seed=config.seed).as_dict()
             tail = max(1, len(result.fit_curve) // 10)
-            fit_end[name][label] = float(result.fit_curve[-tail:].mean())
+            estimates.fit_end[name][label] = float(result.fit_curve[-tail:].mean())
+    return estimates
 
-    name = config.stem("cmi", task.name)
+
+def _estimate_one(config: CMIConfig, name: str, states: SourceStates, n_fit: int, n_examples: int) -> Estimate:
+    """Fit critics of estimator ``name`` on the first ``n_fit`` examples, score the rest."""
+    negatives = states.z_plain if name == "presence" else states.z_swapped
+    estimator = config.estimator
+    if name == "swap":
+        estimator = dataclasses.replace(estimator, n_negatives=config.swap_negatives)
+    estimator = dataclasses.replace(estimator, progress=config.progress)
+    whole = Inputs(states.prompt_mean, states.z, negatives)
+    fit_index, score_index = torch.arange(n_fit), torch.arange(n_fit, n_examples)
+    return estimate(
+        whole.subset(fit_index), whole.subset(score_index), estimator, desc=f"critic {states.spec.label}"
+    )
+
+
+def _cmi_record(
+    config: CMIConfig, task_name: str, split: str, examples: list[Example], n_fit: int, estimates: _Estimates
+) -> dict[str, object]:
+    """The JSON record: the settings, every source, and the summaries per estimator and source."""
     k_of = {"presence": config.estimator.n_negatives, "swap": config.swap_negatives}
-    record = {
+    return {
         "analysis": "cmi",
-        "task": task.name,
+        "task": task_name,
         "backbone": config.backbone,
         "split": split,
         "n_examples": len(examples),
         "n_fit": n_fit,
-        "n_score": n_score,
+        "n_score": len(examples) - n_fit,
         "seed": config.seed,
         "estimator": {**dataclasses.asdict(config.estimator), "swap_negatives": config.swap_negatives},
         "bound_cap": {est: math.log(k_of[est] + 1) for est in config.estimators},
         "interval": "95% percentile bootstrap of the mean over scored examples (2000 resamples, run seed)",
-        "sources": described,
-        "summaries": summaries,
-        "fit_bound_last_10pct": fit_end,
+        "sources": estimates.described,
+        "summaries": estimates.summaries,
+        "fit_bound_last_10pct": estimates.fit_end,
         "examples_scored": [e.source for e in examples[n_fit:]],
     }
-    rows = [
-        (est, label, examples[n_fit + i].source, float(v))
-        for est in config.estimators
-        for label, vals in values[est].items()
-        for i, v in enumerate(vals)
-    ]
-    write_csv(output_path(config.out, name, ".csv"), CMI_CSV_HEADER, rows)
-    atomic_write_json(output_path(config.out, name, ".json"), record)
-    draw_cmi(record, values, output_path(config.out, name, ".png"))
-    return record
 
 
 def draw_cmi(record: dict[str, object], values: dict[str, dict[str, np.ndarray]], path: Path) -> None:

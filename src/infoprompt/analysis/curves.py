@@ -93,16 +93,78 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
     for name in ("adapter_config.json", "metrics.json"):  # metrics.json (the run record) wins
         if (directory / name).is_file():
             meta.update(read_json_object(directory / name))
-    steps: list[int] = []
-    losses: dict[str, list[float]] = {key: [] for key in LOSS_KEYS}
-    mi_bounds: dict[str, list[float]] = {}
-    mi_caps: dict[str, list[float]] = {}
-    eval_rows: list[tuple[int, dict[str, float]]] = []
-    final: dict[str, float] = {}
-    final_step = None
+    log = _read_log(log_path)
+    metric_names = sorted({name for _, values in log.eval_rows for name in values})
+    evals = {
+        name: np.array([values.get(name, math.nan) for _, values in log.eval_rows]) for name in metric_names
+    }
+    seed = meta.get("seed", meta.get("init_seed"))
+    complete = [term for term, values in log.mi_bounds.items() if len(values) == len(log.steps)]
+    return RunLog(
+        path=directory,
+        method=str(meta.get("method") or directory.name),
+        task=_opt_str(meta.get("task")),
+        backbone=_opt_str(meta.get("backbone")),
+        seed=int(seed) if isinstance(seed, int) else None,
+        shots=meta.get("shots"),
+        n_prompts=meta.get("n_prompts") if isinstance(meta.get("n_prompts"), int) else None,
+        steps=np.asarray(log.steps),
+        losses={k: np.asarray(v) for k, v in log.losses.items()},
+        eval_steps=np.asarray([s for s, _ in log.eval_rows], dtype=int),
+        evals=evals,
+        final=log.final,
+        final_step=log.final_step,
+        primary_metric=_opt_str(meta.get("primary_metric")),
+        eval_n=log.eval_n,
+        final_n=log.final_n,
+        mi_bounds={term: np.asarray(log.mi_bounds[term]) for term in complete},
+        mi_caps={term: np.asarray(log.mi_caps[term]) for term in complete},
+    )
+
+
+@dataclass
+class _LogRecords:
+    """The records of one ``train_log.jsonl`` in file order, as :func:`_read_log` gathers them."""
+
+    steps: list[int] = field(default_factory=list)
+    losses: dict[str, list[float]] = field(default_factory=lambda: {key: [] for key in LOSS_KEYS})
+    mi_bounds: dict[str, list[float]] = field(default_factory=dict)
+    mi_caps: dict[str, list[float]] = field(default_factory=dict)
+    eval_rows: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    final: dict[str, float] = field(default_factory=dict)
+    final_step: int | None = None
     eval_n: int | None = None
     final_n: int | None = None
-    other_phases = 0
+    other_phases: int = 0  # step records of another phase (the selection pass), skipped
+
+    def add_step(self, record: dict[str, object]) -> None:
+        """A ``step`` record of the final training pass; a malformed one raises KeyError/TypeError/ValueError."""
+        self.steps.append(int(record["step"]))
+        for key in LOSS_KEYS:
+            self.losses[key].append(float(record.get(f"loss_{key}", math.nan)))
+        for term, bound, cap in _mi_fields(record):
+            self.mi_bounds.setdefault(term, []).append(bound)
+            self.mi_caps.setdefault(term, []).append(cap)
+
+    def add_eval(self, kind: str, record: dict[str, object]) -> None:
+        """An ``eval`` (periodic) or ``final_eval`` record: its numeric fields are the metrics."""
+        values = {
+            k: float(v)
+            for k, v in record.items()
+            if k not in _RECORD_KEYS and isinstance(v, int | float)
+        }
+        n_eval = record.get("n_eval")
+        if kind == "eval":
+            self.eval_rows.append((int(record.get("step", 0)), values))
+            self.eval_n = int(n_eval) if isinstance(n_eval, int) else self.eval_n
+        else:
+            self.final, self.final_step = values, int(record.get("step", 0))
+            self.final_n = int(n_eval) if isinstance(n_eval, int) else None
+
+
+def _read_log(log_path: Path) -> _LogRecords:
+    """Parse ``log_path``; errors name the file and line."""
+    log = _LogRecords()
     with log_path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -116,58 +178,19 @@ def read_run(directory: str | os.PathLike[str]) -> RunLog:
             kind = record["type"]
             if kind == "step":
                 if record.get("phase", TRAIN_PHASE) != TRAIN_PHASE:
-                    other_phases += 1
+                    log.other_phases += 1
                     continue
                 try:
-                    steps.append(int(record["step"]))
-                    for key in LOSS_KEYS:
-                        losses[key].append(float(record.get(f"loss_{key}", math.nan)))
-                    for term, bound, cap in _mi_fields(record):
-                        mi_bounds.setdefault(term, []).append(bound)
-                        mi_caps.setdefault(term, []).append(cap)
+                    log.add_step(record)
                 except (KeyError, TypeError, ValueError):
                     raise UserError(
                         f"{log_path}:{number}: a step record needs 'step' and numeric loss_* / mi_* fields"
                     ) from None
             elif kind in ("eval", "final_eval"):
-                values = {
-                    k: float(v)
-                    for k, v in record.items()
-                    if k not in _RECORD_KEYS and isinstance(v, int | float)
-                }
-                n_eval = record.get("n_eval")
-                if kind == "eval":
-                    eval_rows.append((int(record.get("step", 0)), values))
-                    eval_n = int(n_eval) if isinstance(n_eval, int) else eval_n
-                else:
-                    final, final_step = values, int(record.get("step", 0))
-                    final_n = int(n_eval) if isinstance(n_eval, int) else None
-    if not steps and not other_phases:
+                log.add_eval(kind, record)
+    if not log.steps and not log.other_phases:
         raise UserError(f"{log_path}: no step records")
-    metric_names = sorted({name for _, values in eval_rows for name in values})
-    evals = {name: np.array([values.get(name, math.nan) for _, values in eval_rows]) for name in metric_names}
-    seed = meta.get("seed", meta.get("init_seed"))
-    complete = [term for term, values in mi_bounds.items() if len(values) == len(steps)]
-    return RunLog(
-        path=directory,
-        method=str(meta.get("method") or directory.name),
-        task=_opt_str(meta.get("task")),
-        backbone=_opt_str(meta.get("backbone")),
-        seed=int(seed) if isinstance(seed, int) else None,
-        shots=meta.get("shots"),
-        n_prompts=meta.get("n_prompts") if isinstance(meta.get("n_prompts"), int) else None,
-        steps=np.asarray(steps),
-        losses={k: np.asarray(v) for k, v in losses.items()},
-        eval_steps=np.asarray([s for s, _ in eval_rows], dtype=int),
-        evals=evals,
-        final=final,
-        final_step=final_step,
-        primary_metric=_opt_str(meta.get("primary_metric")),
-        eval_n=eval_n,
-        final_n=final_n,
-        mi_bounds={term: np.asarray(mi_bounds[term]) for term in complete},
-        mi_caps={term: np.asarray(mi_caps[term]) for term in complete},
-    )
+    return log
 
 
 def _mi_fields(record: dict[str, object]) -> list[tuple[str, float, float]]:

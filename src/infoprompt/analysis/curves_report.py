@@ -37,14 +37,7 @@ class CurvesConfig:
 
 def run_curves(config: CurvesConfig) -> dict[str, object]:
     """Read the runs' logs, write ``<name>.png/.json/.csv`` and return the record."""
-    if config.window < 1:
-        raise UserError(f"window must be at least 1, got {config.window}")
-    runs = curve_lib.discover_runs(config.runs)
-    curve_lib.check_comparable(runs)
-    untrained = [r for r in runs if not r.steps.size]
-    runs = [r for r in runs if r.steps.size]
-    if not runs:
-        raise UserError("no run has a step of a final training pass (every selection chose 0 epochs)")
+    runs, untrained = _trained_runs(config)
     groups = curve_lib.group_runs(runs)
     metric = config.metric or next((r.metric for r in runs if r.metric), None)
     losses = {
@@ -59,26 +52,46 @@ def run_curves(config: CurvesConfig) -> dict[str, object]:
         }
         for label, group in groups.items()
     }
-    finals = {}
-    summaries = {}
-    for label, group in groups.items():
-        summaries[label] = curve_lib.group_summary(group, config.loss, config.window, metric)
-        values = summaries[label]["final_metric_values"]
-        steps = [r.final_step for r in group if r.final_step is not None]
-        if values and steps:
-            finals[label] = (
-                float(np.mean(steps)),
-                float(np.mean(values)),
-                float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
-            )
-    task = next((r.task for r in runs if r.task), None)
-    backbone = next((r.backbone for r in runs if r.backbone), None)
-    name = config.name or (
-        "curves" if task is None or backbone is None else f"curves-{task}-{Path(backbone).name}"
+    summaries, finals = _summaries(config, groups, metric)
+    name, task, backbone = _identity(config, runs)
+    record = _curves_record(config, task, backbone, metric, summaries, untrained)
+    atomic_write_json(output_path(config.out, name, ".json"), record)
+    write_csv(
+        output_path(config.out, name, ".csv"),
+        ("group", "series", "step", "mean", "std", "n_runs"),
+        _csv_rows(config.loss, metric, losses, metrics, shares),
     )
-    task = task or "unknown task"
-    backbone = backbone or "unknown backbone"
-    record = {
+    plot_curves(
+        losses,
+        metrics,
+        finals,
+        f"training loss ({config.loss}, trailing mean)",
+        metric,
+        f"Learning curves — {task}",
+        _provenance(config, runs, untrained, summaries, any(shares.values()), task, backbone),
+        output_path(config.out, name, ".png"),
+        information={
+            label: {
+                term: (curve, _share_legend(label, term, summaries[label]["information"][term]))
+                for term, curve in per_term.items()
+            }
+            for label, per_term in shares.items()
+        },
+        saturation=curve_lib.SATURATION,
+    )
+    return record
+
+
+def _curves_record(
+    config: CurvesConfig,
+    task: str,
+    backbone: str,
+    metric: str | None,
+    summaries: dict[str, dict[str, object]],
+    untrained: list[curve_lib.RunLog],
+) -> dict[str, object]:
+    """The JSON record: settings, definitions of the numbers, and the per-group summaries."""
+    return {
         "analysis": "curves",
         "task": task,
         "backbone": backbone,
@@ -98,19 +111,80 @@ def run_curves(config: CurvesConfig) -> dict[str, object]:
         # Left out of every curve and number above: held-out selection chose 0 epochs, so nothing trained.
         "runs_without_train_steps": [str(r.path) for r in untrained],
     }
-    atomic_write_json(output_path(config.out, name, ".json"), record)
+
+
+def _trained_runs(config: CurvesConfig) -> tuple[list[curve_lib.RunLog], list[curve_lib.RunLog]]:
+    """The comparable runs found under ``config.runs``: those with training steps, and those without."""
+    if config.window < 1:
+        raise UserError(f"window must be at least 1, got {config.window}")
+    runs = curve_lib.discover_runs(config.runs)
+    curve_lib.check_comparable(runs)
+    untrained = [r for r in runs if not r.steps.size]
+    runs = [r for r in runs if r.steps.size]
+    if not runs:
+        raise UserError("no run has a step of a final training pass (every selection chose 0 epochs)")
+    return runs, untrained
+
+
+def _summaries(
+    config: CurvesConfig, groups: dict[str, list[curve_lib.RunLog]], metric: str | None
+) -> tuple[dict[str, dict[str, object]], dict[str, tuple[float, float, float]]]:
+    """Per group, its summary and, when its runs have a final evaluation, (mean final step, mean, std) of it."""
+    finals = {}
+    summaries = {}
+    for label, group in groups.items():
+        summaries[label] = curve_lib.group_summary(group, config.loss, config.window, metric)
+        values = summaries[label]["final_metric_values"]
+        steps = [r.final_step for r in group if r.final_step is not None]
+        if values and steps:
+            finals[label] = (
+                float(np.mean(steps)),
+                float(np.mean(values)),
+                float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            )
+    return summaries, finals
+
+
+def _identity(config: CurvesConfig, runs: list[curve_lib.RunLog]) -> tuple[str, str, str]:
+    """The output stem, the task and the backbone of the runs (the first run that names them)."""
+    task = next((r.task for r in runs if r.task), None)
+    backbone = next((r.backbone for r in runs if r.backbone), None)
+    name = config.name or (
+        "curves" if task is None or backbone is None else f"curves-{task}-{Path(backbone).name}"
+    )
+    return name, task or "unknown task", backbone or "unknown backbone"
+
+
+def _csv_rows(
+    loss: str,
+    metric: str | None,
+    losses: dict[str, curve_lib.Curve],
+    metrics: dict[str, curve_lib.Curve | None],
+    shares: dict[str, dict[str, curve_lib.Curve]],
+) -> list[tuple[object, ...]]:
+    """Every curve's points, one row per (group, series, step)."""
     rows = []
     for label, curve in losses.items():
-        rows += _rows(label, "loss_" + config.loss, curve)
+        rows += _rows(label, "loss_" + loss, curve)
     for label, curve in metrics.items():
         if curve is not None:
             rows += _rows(label, metric, curve)
     for label, per_term in shares.items():
         for term, curve in per_term.items():
             rows += _rows(label, f"mi_share_{term}", curve)
-    write_csv(
-        output_path(config.out, name, ".csv"), ("group", "series", "step", "mean", "std", "n_runs"), rows
-    )
+    return rows
+
+
+def _provenance(
+    config: CurvesConfig,
+    runs: list[curve_lib.RunLog],
+    untrained: list[curve_lib.RunLog],
+    summaries: dict[str, dict[str, object]],
+    has_information: bool,
+    task: str,
+    backbone: str,
+) -> str:
+    """The figure's provenance line: what was averaged, over which runs, and how it was smoothed."""
     seeds = sorted({r.seed for r in runs if r.seed is not None})
     shots = sorted({str(r.shots) for r in runs if r.shots is not None})
     eval_n = sorted({r.eval_n for r in runs if r.eval_n is not None})
@@ -125,30 +199,12 @@ def run_curves(config: CurvesConfig) -> dict[str, object]:
     )
     if untrained:
         provenance += f" · {len(untrained)} run(s) left out: selection chose 0 training epochs"
-    if any(shares.values()):
+    if has_information:
         provenance += (
             f" · information terms: 'train' phase steps, share smoothed over {config.window} steps, "
             f"saturation step = first raw share ≥ {curve_lib.SATURATION:.0%}"
         )
-    plot_curves(
-        losses,
-        metrics,
-        finals,
-        f"training loss ({config.loss}, trailing mean)",
-        metric,
-        f"Learning curves — {task}",
-        provenance,
-        output_path(config.out, name, ".png"),
-        information={
-            label: {
-                term: (curve, _share_legend(label, term, summaries[label]["information"][term]))
-                for term, curve in per_term.items()
-            }
-            for label, per_term in shares.items()
-        },
-        saturation=curve_lib.SATURATION,
-    )
-    return record
+    return provenance
 
 
 def _rows(label: str, series: str, curve: curve_lib.Curve) -> list[tuple[object, ...]]:

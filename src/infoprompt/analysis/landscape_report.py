@@ -9,19 +9,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from infoprompt.analysis.embeddings import ordinary_rows, principal_plane
-from infoprompt.analysis.landscape import LandscapeEvaluator, auto_extent, grid_axis
+from infoprompt.analysis.embeddings import Plane, ordinary_rows, principal_plane
+from infoprompt.analysis.landscape import LandscapeEvaluator, Surfaces, auto_extent, grid_axis
 from infoprompt.analysis.outputs import atomic_write_json, output_path, write_npz
 from infoprompt.analysis.plotting import plot_landscape
-from infoprompt.analysis.roughness import roughness_index
+from infoprompt.analysis.roughness import Roughness, roughness_index
 from infoprompt.analysis.target import AnalysisTarget
-from infoprompt.analysis.trajectory import TrajectoryConfig, record_trajectory
+from infoprompt.analysis.trajectory import Trajectory, TrajectoryConfig, record_trajectory
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
 from infoprompt.kinds.registry import get_method
 from infoprompt.pipeline import RunSpec, build_classifier, read_split
-from infoprompt.tasks import get_task, sample_few_shot
+from infoprompt.tasks import Example, get_task, sample_few_shot
 
 
 @dataclass
@@ -70,28 +70,11 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
     backbone = backbone or load_backbone(config.backbone, cache_dir=config.cache_dir)
     train_split = read_split(task, task.train_split, config.data_dir, config.source)
     shots = sample_few_shot(train_split, config.shots, config.seed)
-    if config.n_probe < 1 or config.n_probe > len(shots):
-        raise UserError(
-            f"n_probe must be between 1 and the {len(shots)} training examples, got {config.n_probe}"
-        )
-    generator = torch.Generator().manual_seed(config.seed)
-    probe = [shots[i] for i in torch.randperm(len(shots), generator=generator)[: config.n_probe].tolist()]
+    probe = _draw_probe(shots, config)
 
     runs, models = [], []
     for gamma in config.gammas:
-        overrides: dict[str, object] = {"gamma": gamma, "max_length": min(128, backbone.max_positions)}
-        if config.beta is not None:
-            overrides["beta"] = config.beta
-        spec = RunSpec(
-            task=task.name,
-            method=config.method,
-            shots=config.shots,
-            n_prompts=1,
-            seed=config.seed,
-            backbone=config.backbone,
-            classifier=overrides,
-        )
-        model = build_classifier(spec, backbone)
+        model = build_classifier(_trajectory_spec(config, task.name, gamma, backbone), backbone)
         trajectory = record_trajectory(
             model,
             shots,
@@ -112,6 +95,77 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
     surfaces = evaluator.surfaces(
         plane.points(torch.from_numpy(xs), torch.from_numpy(ys)), xs, ys, config.progress
     )
+    landscape = _Landscape(
+        plane=plane,
+        extent=extent,
+        xs=xs,
+        ys=ys,
+        surfaces=surfaces,
+        roughness=_roughness(surfaces, config),
+        coordinates=coordinates,
+        descent=_descent(runs, evaluator, plane),
+    )
+
+    name = config.stem("landscape", task.name)
+    arrays = _landscape_arrays(config, landscape, runs)
+    write_npz(output_path(config.out, name, ".npz"), arrays)
+    record = _landscape_record(
+        config,
+        task.name,
+        landscape,
+        probe,
+        beta=float(reference.config.beta),
+        lr=config.lr if config.lr is not None else reference.preset.lr,
+        generated=reference.preset.prompt_source == "generated",
+    )
+    atomic_write_json(output_path(config.out, name, ".json"), record)
+    draw_landscape(record, arrays, output_path(config.out, name, ".png"))
+    return record
+
+
+@dataclass
+class _Landscape:
+    """What the figure shows: the plane, the grid, both surfaces, their roughness and each run's path."""
+
+    plane: Plane
+    extent: float
+    xs: np.ndarray
+    ys: np.ndarray
+    surfaces: Surfaces
+    roughness: dict[str, Roughness]
+    coordinates: list[np.ndarray]  # per run, its prompts projected on the plane
+    descent: dict[str, dict[str, float | None]]  # per gamma, see _descent
+
+
+def _draw_probe(shots: list[Example], config: LandscapeConfig) -> list[Example]:
+    """The ``n_probe`` training examples the surfaces average over, drawn with the run seed."""
+    if config.n_probe < 1 or config.n_probe > len(shots):
+        raise UserError(
+            f"n_probe must be between 1 and the {len(shots)} training examples, got {config.n_probe}"
+        )
+    generator = torch.Generator().manual_seed(config.seed)
+    return [shots[i] for i in torch.randperm(len(shots), generator=generator)[: config.n_probe].tolist()]
+
+
+def _trajectory_spec(config: LandscapeConfig, task_name: str, gamma: float, backbone: Backbone) -> RunSpec:
+    """The one-token run of ``config.method`` whose trajectory is recorded with head-loss weight ``gamma``."""
+    overrides: dict[str, object] = {"gamma": gamma, "max_length": min(128, backbone.max_positions)}
+    if config.beta is not None:
+        overrides["beta"] = config.beta
+    return RunSpec(
+        task=task_name,
+        method=config.method,
+        shots=config.shots,
+        n_prompts=1,
+        seed=config.seed,
+        backbone=config.backbone,
+        classifier=overrides,
+    )
+
+
+def _roughness(surfaces: Surfaces, config: LandscapeConfig) -> dict[str, Roughness]:
+    """The roughness index of each surface there is."""
+    xs, ys = surfaces.xs, surfaces.ys
     roughness = {
         "task": roughness_index(surfaces.task, xs, ys, config.roughness_directions, seed=config.seed)
     }
@@ -119,8 +173,13 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
         roughness["rep"] = roughness_index(
             surfaces.rep, xs, ys, config.roughness_directions, seed=config.seed
         )
+    return roughness
 
-    # Reference losses at the real (unprojected) first and last prompt of each run: the descent along it.
+
+def _descent(
+    runs: list[tuple[float, Trajectory]], evaluator: LandscapeEvaluator, plane: Plane
+) -> dict[str, dict[str, float | None]]:
+    """Reference losses at the real (unprojected) first and last prompt of each run: the descent along it."""
     descent = {}
     for gamma, trajectory in runs:
         ends = torch.from_numpy(trajectory.prompts[[0, -1]])
@@ -136,12 +195,17 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
             "displacement": float(np.linalg.norm(trajectory.prompts[-1] - trajectory.prompts[0])),
             "in_plane_fraction_of_displacement": _in_plane_fraction(trajectory.prompts, plane.axes.numpy()),
         }
+    return descent
 
-    name = config.stem("landscape", task.name)
-    reference_gamma = config.gammas[config.reference]
+
+def _landscape_arrays(
+    config: LandscapeConfig, landscape: _Landscape, runs: list[tuple[float, Trajectory]]
+) -> dict[str, np.ndarray]:
+    """The NPZ arrays: grid, surfaces, plane, every run's path and losses, the roughness lines."""
+    surfaces, plane = landscape.surfaces, landscape.plane
     arrays: dict[str, np.ndarray] = {
-        "xs": xs,
-        "ys": ys,
+        "xs": landscape.xs,
+        "ys": landscape.ys,
         "task_loss": surfaces.task,
         "plane_origin": plane.origin.numpy(),
         "plane_axes": plane.axes.numpy(),
@@ -149,29 +213,44 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
     }
     if surfaces.rep is not None:
         arrays["rep_loss"] = surfaces.rep
-    for index, ((_gamma, trajectory), coords) in enumerate(zip(runs, coordinates, strict=True)):
+    for index, ((_gamma, trajectory), coords) in enumerate(zip(runs, landscape.coordinates, strict=True)):
         arrays[f"trajectory{index}_xy"] = coords
         arrays[f"trajectory{index}_prompts"] = trajectory.prompts
         for loss_name, series in trajectory.losses.items():
             arrays[f"trajectory{index}_loss_{loss_name}"] = series
-    for surface_name, result in roughness.items():
+    for surface_name, result in landscape.roughness.items():
         arrays[f"roughness_{surface_name}_values"] = result.values
         arrays[f"roughness_{surface_name}_angles"] = result.angles
-    write_npz(output_path(config.out, name, ".npz"), arrays)
-    record = {
+    return arrays
+
+
+def _landscape_record(
+    config: LandscapeConfig,
+    task_name: str,
+    landscape: _Landscape,
+    probe: list[Example],
+    *,
+    beta: float,
+    lr: float,
+    generated: bool,
+) -> dict[str, object]:
+    """The JSON record; ``beta``, ``lr`` and ``generated`` (its prompt source) are the reference model's."""
+    surfaces, plane = landscape.surfaces, landscape.plane
+    reference_gamma = config.gammas[config.reference]
+    return {
         "analysis": "landscape",
-        "task": task.name,
+        "task": task_name,
         "backbone": config.backbone,
         "method": config.method,
         "gammas": list(config.gammas),
-        "beta": float(reference.config.beta),
+        "beta": beta,
         "seed": config.seed,
         "shots": shots_label(config.shots),
         "steps": config.steps,
         "n_probe": config.n_probe,
         "grid": config.grid,
-        "extent": extent,
-        "lr": config.lr if config.lr is not None else reference.preset.lr,
+        "extent": landscape.extent,
+        "lr": lr,
         "reference": (
             f"final head and representation critics of the γ={reference_gamma:g} run "
             f"after {config.steps} steps"
@@ -185,20 +264,13 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
             "task": _range(surfaces.task),
             **({"rep": _range(surfaces.rep)} if surfaces.rep is not None else {}),
         },
-        "roughness": {k: v.as_dict() for k, v in roughness.items()},
+        "roughness": {k: v.as_dict() for k, v in landscape.roughness.items()},
         "roughness_definition": "mean/variance over random lines through the grid centre of TV / range",
-        "trajectories": descent,
+        "trajectories": landscape.descent,
         "probe_examples": [e.source for e in probe],
         "reference_index": config.reference,
-        "prompt_kind": (
-            "mean generated prompt over the probe"
-            if reference.preset.prompt_source == "generated"
-            else "static prompt"
-        ),
+        "prompt_kind": "mean generated prompt over the probe" if generated else "static prompt",
     }
-    atomic_write_json(output_path(config.out, name, ".json"), record)
-    draw_landscape(record, arrays, output_path(config.out, name, ".png"))
-    return record
 
 
 def draw_landscape(record: dict[str, object], arrays: dict[str, np.ndarray], path: Path) -> None:
