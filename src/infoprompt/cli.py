@@ -11,33 +11,27 @@ from pathlib import Path
 from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
 from infoprompt.experiments.cli import add_experiment_commands
-from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, OneLineParser, parse_shots
+from infoprompt.options import (
+    COUNT,
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_FLOAT,
+    OneLineParser,
+    add_config_options,
+    config_overrides,
+    method_name,
+    parse_shots,
+    task_name,
+)
 from infoprompt.theory.cli import add_theory_commands
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
+    from infoprompt.kinds.config import ClassifierConfig
+
     group = parser.add_argument_group("model (defaults come from the method)")
     group.add_argument("--n-prompts", type=COUNT, default=4, help="prompt tokens n_p (default 4)")
-    group.add_argument("--beta", type=NON_NEGATIVE, help="weight of the representation MI loss")
-    group.add_argument("--gamma", type=NON_NEGATIVE, help="weight of the head MI loss")
-    group.add_argument("--n-negatives", type=POSITIVE, help="K, negatives per InfoNCE term (default 32)")
-    group.add_argument("--rank", type=POSITIVE, help="rank of the prompt generator projections (default 64)")
-    group.add_argument("--pooling", choices=("mean", "cls", "embeddings", "spans"),
-                       help="generator input P': the no-prompt pass pooled by mean (default) or cls, or the mean "
-                            "input embedding (embeddings: one encoder pass at prediction instead of two); spans: "
-                            "linear-probe on span tasks, the mean state of each mention")
-    group.add_argument("--head-summary", choices=("predicted", "mean"), help="how θ is summarised for the head loss")
-    group.add_argument("--readout", choices=("auto", "mask", "cls", "mean", "spans"),
-                       help="head features: the [MASK] state (paper), [CLS], the mean of the text tokens, the entity "
-                            "mentions (span tasks), or auto (spans on span tasks, else mean)")
-    group.add_argument("--mi-negatives", choices=("paper", "batch"),
-                       help="InfoNCE negatives: paper (no-prompt states, token embeddings) or batch (other examples' prompts)")
-    group.add_argument("--template", help="template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
-    group.add_argument("--verbalizer-init", action=argparse.BooleanOptionalAction, default=None,
-                       help="initialise head rows from label-word embeddings")
-    group.add_argument("--kl-weight", type=NON_NEGATIVE, help="weight of the optional KL term (default 0)")
-    group.add_argument("--max-length", type=POSITIVE, help="token budget per input (default 128)")
-    group.add_argument("--no-truncate", action="store_true", help="reject inputs longer than --max-length")
+    add_config_options(group, ClassifierConfig)
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -68,12 +62,9 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 
 
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
-    names = ("beta", "gamma", "n_negatives", "rank", "pooling", "head_summary", "template", "verbalizer_init",
-             "kl_weight", "max_length", "readout", "mi_negatives")
-    overrides = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
-    if getattr(args, "no_truncate", False):
-        overrides["truncate"] = False
-    return overrides
+    from infoprompt.kinds.config import ClassifierConfig
+
+    return config_overrides(args, ClassifierConfig)
 
 
 def training_config(args: argparse.Namespace, seed: int):
@@ -188,10 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--quiet", action="store_true", help="no progress bars")
 
     train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
-    train.add_argument("--task", required=True)
-    train.add_argument("--method", default="infoprompt")
+    train.add_argument("--task", required=True, type=task_name, help="task name (see infoprompt tasks)")
+    train.add_argument("--method", default="infoprompt", type=method_name,
+                       help="a row of the method table (see infoprompt methods; default infoprompt)")
     train.add_argument("--shots", type=parse_shots, default=64, help="training examples per seed, or 'full' (default 64)")
-    train.add_argument("--seed", type=COUNT, default=1)
+    train.add_argument("--seed", type=COUNT, default=1,
+                       help="seeds the few-shot draw, the initialisation, the batch order and the sampling noise "
+                            "(default 1)")
     train.add_argument("--sampling", choices=("proportional", "balanced"), default="proportional",
                        help="share --shots over classes proportionally (default) or evenly")
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
@@ -203,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=cmd_train)
 
     evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
-    evaluate.add_argument("--adapter", required=True)
+    evaluate.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
     evaluate.add_argument("--batch-size", type=POSITIVE, default=64)
     evaluate.add_argument("--output", help="also write the metrics JSON here")
@@ -212,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(handler=cmd_eval)
 
     predict = commands.add_parser("predict", help="predict labels for new inputs, one JSON line each")
-    predict.add_argument("--adapter", required=True)
+    predict.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     predict.add_argument("--input", required=True, help="a .tsv with a header, a .jsonl, or - for stdin")
     predict.add_argument("--output", help="write predictions here instead of stdout")
     predict.add_argument("--batch-size", type=POSITIVE, default=64)

@@ -1,10 +1,13 @@
-"""The argparse types and the parser every ``infoprompt`` sub-command shares (one-line usage errors, counts,
-shots), so that sub-command modules need nothing from :mod:`infoprompt.cli`, which stands on top of them."""
+"""The command line's shared parts: the one-line-error parser, argparse types (counts, shots), and flags made from
+config dataclass fields' metadata; sub-command modules need nothing from :mod:`infoprompt.cli`, which stands on top."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from infoprompt.validation import finite_number, nonnegative_int, option, positive_int
 
@@ -33,3 +36,81 @@ def parse_shots(value: str) -> int | None:
     if shots <= 0:
         raise argparse.ArgumentTypeError(f"shots must be positive, got {shots}")
     return shots
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """How a config dataclass field appears on the command line (the field's ``metadata["cli"]``).
+
+    Attributes:
+        help: the flag's help text.
+        type: argparse type (a checker from this module); ``None`` for text.
+        choices: the values allowed, also shown in ``--help``.
+        switch: ``"flag"`` for ``--x/--no-x`` (unset: the config's default) or ``"negate"`` for a ``--no-x``
+            that sets the field to False.
+    """
+
+    help: str
+    type: Callable[[str], object] | None = None
+    choices: tuple[str, ...] | None = None
+    switch: str | None = None
+
+    def flag(self, name: str) -> str:
+        return f"--{'no-' if self.switch == 'negate' else ''}{name.replace('_', '-')}"
+
+
+def cli(help: str, **options: object) -> dict[str, CommandLine]:
+    """Field metadata that puts a config field on the command line: ``field(default=..., metadata=cli(...))``."""
+    return {"cli": CommandLine(help, **options)}
+
+
+def command_line_fields(config_type: type) -> list[tuple[str, CommandLine]]:
+    return [(f.name, f.metadata["cli"]) for f in dataclasses.fields(config_type) if "cli" in f.metadata]
+
+
+def add_config_options(group: argparse.ArgumentParser | argparse._ArgumentGroup, config_type: type) -> None:
+    """One flag per field of ``config_type`` that carries :func:`cli` metadata; unset flags leave the field to
+    the config (and the method's preset)."""
+    for name, line in command_line_fields(config_type):
+        if line.switch == "negate":
+            group.add_argument(line.flag(name), dest=f"no_{name}", action="store_true", help=line.help)
+        elif line.switch == "flag":
+            group.add_argument(line.flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                               help=line.help)
+        else:
+            group.add_argument(line.flag(name), dest=name, type=line.type, choices=line.choices, help=line.help)
+
+
+def config_overrides(args: argparse.Namespace, config_type: type) -> dict[str, object]:
+    """The fields of ``config_type`` that the command line set, as keyword arguments."""
+    overrides: dict[str, object] = {}
+    for name, line in command_line_fields(config_type):
+        if line.switch == "negate":
+            if getattr(args, f"no_{name}", False):
+                overrides[name] = False
+        elif getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    return overrides
+
+
+def task_name(value: str) -> str:
+    """argparse type for --task: a registered task (the list is in the error and in ``infoprompt tasks``)."""
+    from infoprompt.errors import UserError
+    from infoprompt.tasks import get_task
+
+    try:
+        return get_task(value).name
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def method_name(value: str) -> str:
+    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
+    command is given one)."""
+    from infoprompt.errors import UserError
+    from infoprompt.kinds import get_method
+
+    try:
+        return get_method(value).name
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

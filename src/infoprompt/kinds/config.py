@@ -18,6 +18,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import read_json_object
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
+from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Template
 from infoprompt.validation import check_finite, check_labels, validate_classifier_config
@@ -26,6 +27,7 @@ from infoprompt.validation import check_finite, check_labels, validate_classifie
 # examples' prompts).
 MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
+HEAD_SUMMARIES = ("predicted", "mean")
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 1
@@ -74,20 +76,30 @@ class ClassifierConfig:
     backbone: str
     labels: tuple[str, ...] = ()
     n_prompts: int = 4
-    template: str | None = None
-    beta: float | None = None
-    gamma: float | None = None
-    n_negatives: int = 32
-    rank: int = 64
-    pooling: str = "mean"
-    head_summary: str = "predicted"
-    readout: str | None = None
-    mi_negatives: str | None = None
-    verbalizer_init: bool | None = None
+    template: str | None = field(default=None, metadata=cli(
+        "template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'"))
+    beta: float | None = field(default=None, metadata=cli("weight of the representation MI loss", type=NON_NEGATIVE))
+    gamma: float | None = field(default=None, metadata=cli("weight of the head MI loss", type=NON_NEGATIVE))
+    n_negatives: int = field(default=32, metadata=cli("K, negatives per InfoNCE term (default 32)", type=POSITIVE))
+    rank: int = field(default=64, metadata=cli("rank of the prompt generator projections (default 64)", type=POSITIVE))
+    pooling: str = field(default="mean", metadata=cli(
+        "generator input P': the no-prompt pass pooled by mean (default) or cls, or the mean input embedding "
+        "(embeddings: one encoder pass at prediction instead of two); spans: linear-probe on span tasks, the mean "
+        "state of each mention", choices=POOLINGS))
+    head_summary: str = field(default="predicted", metadata=cli(
+        "how θ is summarised for the head loss", choices=HEAD_SUMMARIES))
+    readout: str | None = field(default=None, metadata=cli(
+        "head features: the [MASK] state (paper), [CLS], the mean of the text tokens, the entity mentions (span "
+        "tasks), or auto (spans on span tasks, else mean)", choices=("auto", *READOUTS)))
+    mi_negatives: str | None = field(default=None, metadata=cli(
+        "InfoNCE negatives: paper (no-prompt states, token embeddings) or batch (other examples' prompts)",
+        choices=MI_NEGATIVES))
+    verbalizer_init: bool | None = field(default=None, metadata=cli(
+        "initialise head rows from label-word embeddings", switch="flag"))
     generator_bias: bool = True
-    kl_weight: float = 0.0
-    max_length: int = 128
-    truncate: bool = True
+    kl_weight: float = field(default=0.0, metadata=cli("weight of the optional KL term (default 0)", type=NON_NEGATIVE))
+    max_length: int = field(default=128, metadata=cli("token budget per input (default 128)", type=POSITIVE))
+    truncate: bool = field(default=True, metadata=cli("reject inputs longer than --max-length", switch="negate"))
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
 
@@ -109,7 +121,7 @@ class ClassifierConfig:
         values["mi_negatives"] = self.mi_negatives or preset.mi_negatives
         if values["mi_negatives"] not in MI_NEGATIVES:
             raise UserError(f"mi_negatives must be one of {', '.join(MI_NEGATIVES)}, got {self.mi_negatives!r}")
-        if self.head_summary not in ("predicted", "mean"):
+        if self.head_summary not in HEAD_SUMMARIES:
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")

@@ -326,41 +326,14 @@ def quiet_libraries(progress: bool) -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def fit_setfit(
-    model: SetFitClassifier,
-    train_examples: Sequence[Example],
-    eval_examples: Sequence[Example] | None = None,
-    config: TrainConfig | None = None,
-    log_path: Path | None = None,
-) -> FitResult:
-    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``."""
-    require_setfit()
+def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], settings: SetFitSettings,
+               config: TrainConfig, log: JsonlLog, device: torch.device) -> tuple[int, list[float]]:
+    """SetFit's contrastive training of the body and its head fit, through ``setfit.Trainer``; returns the steps
+    taken and the logged contrastive losses (each also written to the run's JSONL ``log``)."""
     from datasets import Dataset
     from setfit import Trainer, TrainingArguments
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-
-    config = config or TrainConfig()
-    started = time.perf_counter()
-    settings = model.settings
-    if config.lr is not None or config.max_steps is not None:
-        settings = dataclasses.replace(
-            settings,
-            body_learning_rate=config.lr if config.lr is not None else settings.body_learning_rate,
-            max_steps=config.max_steps if config.max_steps is not None else settings.max_steps,
-        )
-        model.settings = settings
-    device = resolve_device(config.device)
-    train_set = encode_examples(model, train_examples)
-    if train_set.labels is None:
-        raise UserError("training examples must all be labelled")
-    labels = train_set.labels.tolist()
-    if len(set(labels)) < 2:
-        raise UserError("setfit needs training examples of at least two classes")
-    texts = model.texts(train_examples)
-    log = JsonlLog(log_path)
-    log.write({"type": "setfit", "step": 0, "n_train": len(texts), **settings.to_json()})
 
     class LossLog(TrainerCallback):
         """Each logged step's contrastive loss, in the run's JSONL log."""
@@ -371,9 +344,6 @@ def fit_setfit(
                 log.write({"type": "step", "step": state.global_step, "epoch": logs.get("epoch"),
                            "lr": logs.get("learning_rate"), "loss_total": loss, "loss_pred": loss})
 
-    model.body.to(device)
-    model.head.to(device)
-    train_started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="infoprompt-setfit-") as scratch, quiet_libraries(config.progress):
         args = TrainingArguments(
             output_dir=scratch,
@@ -403,6 +373,43 @@ def fit_setfit(
         trainer.train()
         steps = int(trainer.st_trainer.state.global_step)
         losses = [h["embedding_loss"] for h in trainer.st_trainer.state.log_history if "embedding_loss" in h]
+    return steps, losses
+
+
+def fit_setfit(
+    model: SetFitClassifier,
+    train_examples: Sequence[Example],
+    eval_examples: Sequence[Example] | None = None,
+    config: TrainConfig | None = None,
+    log_path: Path | None = None,
+) -> FitResult:
+    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``."""
+    require_setfit()
+    config = config or TrainConfig()
+    started = time.perf_counter()
+    settings = model.settings
+    if config.lr is not None or config.max_steps is not None:
+        settings = dataclasses.replace(
+            settings,
+            body_learning_rate=config.lr if config.lr is not None else settings.body_learning_rate,
+            max_steps=config.max_steps if config.max_steps is not None else settings.max_steps,
+        )
+        model.settings = settings
+    device = resolve_device(config.device)
+    train_set = encode_examples(model, train_examples)
+    if train_set.labels is None:
+        raise UserError("training examples must all be labelled")
+    labels = train_set.labels.tolist()
+    if len(set(labels)) < 2:
+        raise UserError("setfit needs training examples of at least two classes")
+    texts = model.texts(train_examples)
+    log = JsonlLog(log_path)
+    log.write({"type": "setfit", "step": 0, "n_train": len(texts), **settings.to_json()})
+
+    model.body.to(device)
+    model.head.to(device)
+    train_started = time.perf_counter()
+    steps, losses = train_body(model, texts, labels, settings, config, log, device)
     train_seconds = time.perf_counter() - train_started
     model.set_head(model.setfit.model_head)
     # The transformers trainer places the body itself (on the GPU when there is one): evaluate on ``device``.
