@@ -169,12 +169,16 @@ def _example(row: _Row, columns: FileColumns, labelled: bool) -> Example:
 
 def _cell(row: _Row, column: str) -> object:
     if column not in row.cells:
-        present = ", ".join(repr(name) for name in row.cells) or "none"
-        hint = ""
-        if len(row.cells) == 1 and any(mark in next(iter(row.cells)) for mark in ";\t,"):
-            hint = " (one column only: is the file separated by another character?)"
-        raise UserError(f"{row.where}: no column {column!r}; columns present: {present}{hint}")
+        raise _missing_column(row.where, column, list(row.cells))
     return row.cells[column]
+
+
+def _missing_column(where: str, column: str, present: Sequence[str]) -> UserError:
+    names = ", ".join(repr(name) for name in present) or "none"
+    hint = ""
+    if len(present) == 1 and any(mark in present[0] for mark in ";\t,|"):
+        hint = " (a single column: is the file separated by another character?)"
+    return UserError(f"{where}: no column {column!r}; columns present: {names}{hint}")
 
 
 def _text_cell(row: _Row, column: str) -> str:
@@ -272,7 +276,8 @@ def _delimited_rows(path: Path, delimiter: str, wanted: Sequence[str]) -> Iterat
         except StopIteration:
             return
         except csv.Error as error:
-            raise UserError(f"{path}:{line}: not valid {'CSV' if quoted else 'TSV'} ({error})") from None
+            unclosed = "a quoted cell starting on this line is never closed; " if "end of data" in str(error) else ""
+            raise UserError(f"{path}:{line}: {unclosed}not valid {'CSV' if quoted else 'TSV'} ({error})") from None
         start, line = line, reader.line_num + 1
         if not any(cell.strip() for cell in cells):
             continue
@@ -293,8 +298,7 @@ def _header(path: Path, cells: list[str], wanted: Sequence[str]) -> list[str]:
         seen.add(name)
     for column in wanted:
         if column not in seen:
-            present = ", ".join(repr(name) for name in names)
-            raise UserError(f"{path}:1: no column {column!r}; columns present: {present}")
+            raise _missing_column(f"{path}:1", column, names)
     return names
 
 
@@ -313,8 +317,7 @@ def _json_rows(path: Path, wanted: Sequence[str]) -> Iterator[_Row]:
     for where, record in records:
         for column in wanted:
             if column not in record:
-                present = ", ".join(repr(name) for name in record) or "none"
-                raise UserError(f"{where}: no column {column!r}; columns present: {present}")
+                raise _missing_column(where, column, list(record))
         yield _Row(where, record)
 
 
@@ -397,8 +400,7 @@ def _parquet_rows(path: Path, wanted: Sequence[str]) -> Iterator[_Row]:
             raise UserError(f"{path}: the file names column {duplicated[0]!r} twice")
         missing = [column for column in wanted if column not in names]
         if missing:
-            present = ", ".join(repr(name) for name in names)
-            raise UserError(f"{path}: no column {missing[0]!r}; columns present: {present}")
+            raise _missing_column(str(path), missing[0], names)
         table = pq.read_table(path, columns=list(dict.fromkeys(wanted)))
     except UserError:
         raise

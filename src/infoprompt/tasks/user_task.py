@@ -199,7 +199,7 @@ def _check_task(task: TaskSpec, where: str) -> None:
         raise UserError(f"{where} 'fields' names a field twice: {list(task.fields)}")
     if set(template_fields) != set(task.fields):
         raise UserError(f"{where} 'template' {task.template!r} uses fields {sorted(set(template_fields))}, "
-                        f"not the task's {list(task.fields)}")
+                        f"but 'fields' lists {list(task.fields)}")
     if isinstance(task, UserTask) and task.fields != task.columns.fields:
         raise UserError(f"{where} 'fields' {list(task.fields)} do not match its columns, which fill "
                         f"{list(task.columns.fields)}")
