@@ -10,7 +10,15 @@ import sys
 import pytest
 
 from infoprompt.errors import UserError
-from infoprompt.tasks import FileColumns, UserTask, get_task, is_multi_label, task_from_json, task_to_json, user_task
+from infoprompt.tasks import (
+    FileColumns,
+    UserTask,
+    get_task,
+    is_multi_label,
+    task_from_json,
+    task_to_json,
+    user_task,
+)
 from infoprompt.tasks.user_task import USER_PAIR_TEMPLATE, USER_SINGLE_TEMPLATE, label_words
 
 LABELS = ("annuler réservation", "météo", "réserver vol", "中文 标签", "emoji 🙂", 'quote " and \\ slash')
