@@ -173,9 +173,8 @@ def _cell(row: _Row, column: str) -> object:
     return row.cells[column]
 
 
-def _missing_column(where: str, column: str, present: Sequence[str]) -> UserError:
+def _missing_column(where: str, column: str, present: Sequence[str], hint: str = "") -> UserError:
     names = ", ".join(repr(name) for name in present) or "none"
-    hint = ""
     if len(present) == 1 and any(mark in present[0] for mark in ";\t,|"):
         hint = " (a single column: is the file separated by another character?)"
     return UserError(f"{where}: no column {column!r}; columns present: {names}{hint}")
@@ -298,7 +297,7 @@ def _header(path: Path, cells: list[str], wanted: Sequence[str]) -> list[str]:
         seen.add(name)
     for column in wanted:
         if column not in seen:
-            raise _missing_column(f"{path}:1", column, names)
+            raise _missing_column(f"{path}:1", column, names, " (the first line must name the columns)")
     return names
 
 
