@@ -15,6 +15,7 @@ from infoprompt.tasks import (
     UserTask,
     get_task,
     is_multi_label,
+    task_from_file,
     task_from_json,
     task_to_json,
     user_task,
@@ -125,6 +126,21 @@ def test_task_from_json_is_strict(data, fragments):
     assert message.startswith("run/adapter/config.json") and "\n" not in message
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+def test_task_from_file_names_the_task_after_the_file(tmp_path):
+    path = tmp_path / "mes intents.csv"
+    path.write_text("text,label\nbonjour,salut\nau revoir,adieu\nsalut,salut\n", encoding="utf-8")
+    task, examples = task_from_file(path, FileColumns())
+    assert (task.name, task.labels, len(examples)) == ("mes-intents", ("adieu", "salut"), 3)
+    assert task_from_file(path, FileColumns(), name="greetings")[0].name == "greetings"
+    clash = tmp_path / "sst2.csv"
+    clash.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert task_from_file(clash, FileColumns())[0].name == "user-sst2"
+    one = tmp_path / "one.csv"
+    one.write_text("text,label\na,x\nb,x\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"one.csv: column 'label': the labels hold only the class 'x'"):
+        task_from_file(one, FileColumns())
 
 
 def test_a_builtin_task_travels_without_its_reader():

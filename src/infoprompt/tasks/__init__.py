@@ -17,7 +17,14 @@ from infoprompt.tasks.glue import GLUE_TASKS
 from infoprompt.tasks.multilabel import label_set, sample_few_shot_multilabel
 from infoprompt.tasks.relation import RELATION_TASKS
 from infoprompt.tasks.sampling import sample_few_shot
-from infoprompt.tasks.user_task import UserTask, is_multi_label, task_from_json, task_to_json, user_task
+from infoprompt.tasks.user_task import (
+    UserTask,
+    is_multi_label,
+    task_from_file,
+    task_from_json,
+    task_to_json,
+    user_task,
+)
 
 TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
 
@@ -53,6 +60,7 @@ __all__ = [
     "resolve_data_dir",
     "sample_few_shot",
     "sample_few_shot_multilabel",
+    "task_from_file",
     "task_from_json",
     "task_to_json",
     "user_task",

@@ -73,11 +73,7 @@ def user_task(
     words initialise its head row where the method uses verbalizer initialisation.
     """
     _check_name(name, "task name")
-    from infoprompt.tasks.entity import ENTITY_TASKS  # not at module level: the package imports this module
-    from infoprompt.tasks.glue import GLUE_TASKS
-    from infoprompt.tasks.relation import RELATION_TASKS
-
-    if name in {task.name for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}:
+    if name in _builtin_names():
         raise UserError(f"task name {name!r} is a built-in task; give your data another name")
     labels = _check_labels(list(labels), "labels")
     task = UserTask(
@@ -95,6 +91,32 @@ def user_task(
     )
     _check_task(task, "user task")
     return task
+
+
+def task_from_file(path: str | Path, columns: FileColumns, *, name: str | None = None,
+                   template: str | None = None) -> tuple[UserTask, list[Example]]:
+    """Read a training file and build its task: the labels are those the file holds, sorted.
+
+    ``name`` defaults to the file's stem made a valid task name (``user-`` in front if a built-in task has
+    it). Fewer than two classes is an error naming the file.
+    """
+    from infoprompt.tasks.files import collect_labels
+
+    examples = read_labelled_file(path, columns)
+    labels = collect_labels(examples, multi_label=columns.multi_label, where=f"{path}: column {columns.label_column!r}")
+    if name is None:
+        name = re.sub(r"[^\w.-]+", "-", Path(path).stem).lstrip(".-") or "user-task"
+        if name in _builtin_names():
+            name = f"user-{name}"
+    return user_task(name, columns, labels, template=template), examples
+
+
+def _builtin_names() -> set[str]:
+    from infoprompt.tasks.entity import ENTITY_TASKS  # not at module level: the package imports this module
+    from infoprompt.tasks.glue import GLUE_TASKS
+    from infoprompt.tasks.relation import RELATION_TASKS
+
+    return {task.name for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
 
 
 def label_words(label: str) -> tuple[str, ...]:
