@@ -12,9 +12,19 @@ from infoprompt.tasks.base import (
     resolve_data_dir,
 )
 from infoprompt.tasks.entity import ENTITY_TASKS
+from infoprompt.tasks.files import FileColumns, check_eval_labels, collect_labels, read_labelled_file
 from infoprompt.tasks.glue import GLUE_TASKS
+from infoprompt.tasks.multilabel import label_set, sample_few_shot_multilabel
 from infoprompt.tasks.relation import RELATION_TASKS
 from infoprompt.tasks.sampling import sample_few_shot
+from infoprompt.tasks.user_task import (
+    UserTask,
+    is_multi_label,
+    task_from_file,
+    task_from_json,
+    task_to_json,
+    user_task,
+)
 
 TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
 
@@ -34,12 +44,24 @@ def get_task(name: str) -> TaskSpec:
 __all__ = [
     "DATA_DIR_ENV",
     "Example",
+    "FileColumns",
     "TASKS",
     "TaskSpec",
+    "UserTask",
+    "check_eval_labels",
+    "collect_labels",
     "get_task",
+    "is_multi_label",
+    "label_set",
     "load_hub_split",
     "load_split",
+    "read_labelled_file",
     "register_task",
     "resolve_data_dir",
     "sample_few_shot",
+    "sample_few_shot_multilabel",
+    "task_from_file",
+    "task_from_json",
+    "task_to_json",
+    "user_task",
 ]
