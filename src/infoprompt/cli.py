@@ -19,11 +19,21 @@ from infoprompt.options import (
     OneLineParser,
     add_config_options,
     config_overrides,
-    method_name,
     parse_shots,
     task_name,
 )
 from infoprompt.theory.cli import add_theory_commands
+
+
+def method_name(value: str) -> str:
+    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
+    command is given one)."""
+    from infoprompt.kinds import get_method
+
+    try:
+        return get_method(value).name
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -241,7 +251,10 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # a usage error (one line printed) or --help / --version
+        return stop.code if isinstance(stop.code, int) else 2
     if getattr(args, "quiet", False):
         _quiet_libraries()
     try:
