@@ -12,6 +12,7 @@ Prints one row per variant: the mean primary metric over seeds, each seed's valu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import time
@@ -62,7 +63,7 @@ def main() -> None:
             seconds = time.perf_counter() - t0
             value = record["metrics"][task.primary_metric]
             rows.setdefault(name, []).append((value, seconds))
-            extra = record.get("selection", {}).get("epochs")
+            extra = (record.get("selection") or {}).get("epochs")
             print(f"{name:28s} seed {seed}: {value:.4f} ({seconds:.0f} s){'' if extra is None else f' epochs={extra}'}",
                   flush=True)
             if args.out:
@@ -85,7 +86,7 @@ def run_training_on(spec: RunSpec, sample, scoring, backbone) -> dict:
 
     model = build_classifier(spec, backbone)
     result = kind_of(spec.method).trainer()(model, sample, scoring, spec.training)
-    return result
+    return dataclasses.asdict(result)
 
 
 if __name__ == "__main__":

@@ -178,9 +178,10 @@ class SetFitTextEncoder:
         return pairs
 
 
-def build_body(backbone: Backbone, max_length: int) -> Any:
+def build_body(backbone: Backbone, max_length: int, copy_weights: bool = True) -> Any:
     """A ``SentenceTransformer`` (Transformer → mean Pooling → Normalize, the layout of all-MiniLM-L6-v2 and
-    all-mpnet-base-v2) whose transformer is a private copy of the backbone's weights."""
+    all-mpnet-base-v2) whose transformer is a private copy of the backbone's weights (``copy_weights=False``:
+    the caller replaces the transformer's model)."""
     from sentence_transformers import SentenceTransformer
 
     try:  # sentence-transformers 6 moved the modules; 3-5 (which setfit 1.1 allows) have them here
@@ -193,9 +194,10 @@ def build_body(backbone: Backbone, max_length: int) -> Any:
         transformer = models.Transformer(str(location), max_seq_length=max_length)
     except (OSError, ValueError) as error:
         raise UserError(f"method setfit could not build a sentence-transformers body from {location!r} ({error})") from None
-    # The backbone as loaded (dtype, weights) is what the adapter is fingerprinted against: copy it in.
-    transformer.auto_model.load_state_dict(backbone.model.state_dict())
-    transformer.auto_model.to(torch.float32)
+    if copy_weights:
+        # The backbone as loaded (dtype, weights) is what the adapter is fingerprinted against: copy it in.
+        transformer.auto_model.load_state_dict(backbone.model.state_dict())
+        transformer.auto_model.to(torch.float32)
     dimension = (getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension)()
     pooling = models.Pooling(dimension, "mean")
     return SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device=str(backbone.device))
@@ -217,7 +219,7 @@ class SetFitClassifier(BaselineModel):
 
         super().__init__(backbone, config)
         self.settings = settings or SetFitSettings()
-        self.body = build_body(backbone, self.config.max_length)
+        self.body = self._make_body(backbone)
         self.template_encoder = SetFitTextEncoder(
             self.body, self.body.tokenizer, Template.parse(self.config.template), self.config.max_length,
             self.config.truncate,
@@ -235,6 +237,9 @@ class SetFitClassifier(BaselineModel):
             self.head.bias.zero_()
         self.head.to(backbone.device)
         self.fitted = False
+
+    def _make_body(self, backbone: Backbone) -> Any:
+        return build_body(backbone, self.config.max_length)
 
     def texts(self, examples: Sequence[Example]) -> list[str]:
         """The texts SetFit trains on and predicts from (see :func:`render_text`)."""
@@ -296,13 +301,17 @@ class SetFitClassifier(BaselineModel):
         model.body[0].auto_model.load_state_dict({n[len("body."):]: t for n, t in state.items() if n.startswith("body.")})
         model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
         if saved.get("fitted"):
-            classifier = model.setfit.model_head
-            classifier.coef_ = state[HEAD_ARRAYS[0]].numpy().astype(np.float64)
-            classifier.intercept_ = state[HEAD_ARRAYS[1]].numpy().astype(np.float64)
-            classifier.classes_ = state[HEAD_ARRAYS[2]].numpy()
-            classifier.n_features_in_ = classifier.coef_.shape[1]
-            model.fitted = True
+            model.restore_head(state)
         return model.eval()
+
+    def restore_head(self, state: dict[str, torch.Tensor]) -> None:
+        """Rebuild the fitted scikit-learn head from its saved arrays (no pickle)."""
+        classifier = self.setfit.model_head
+        classifier.coef_ = state[HEAD_ARRAYS[0]].numpy().astype(np.float64)
+        classifier.intercept_ = state[HEAD_ARRAYS[1]].numpy().astype(np.float64)
+        classifier.classes_ = state[HEAD_ARRAYS[2]].numpy()
+        classifier.n_features_in_ = classifier.coef_.shape[1]
+        self.fitted = True
 
 
 @contextlib.contextmanager

@@ -1,0 +1,167 @@
+"""The ``setfit-lora`` kind: SetFit's contrastive pair training with only PEFT LoRA weights inside the frozen,
+shared encoder trained, then SetFit's logistic-regression head; saved as the LoRA weights and the head."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from infoprompt.backbones import Backbone
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.kinds.common import write_adapter
+from infoprompt.kinds.config import ClassifierConfig, read_weights
+from infoprompt.kinds.registry import Kind, Method
+from infoprompt.kinds.setfit import (
+    HEAD_ARRAYS,
+    SetFitClassifier,
+    SetFitSettings,
+    build_body,
+    fit_setfit,
+    require_setfit,
+)
+
+SETTINGS_NAME = "setfit_lora_config.json"
+# The attention projections LoRA adapts by default, per architecture (peft's own table lacks MPNet).
+DEFAULT_TARGETS = {"bert": ("query", "value"), "roberta": ("query", "value"), "xlm-roberta": ("query", "value"),
+                   "mpnet": ("q", "v")}
+
+
+@dataclass(frozen=True)
+class SetFitLoraSettings(SetFitSettings):
+    """SetFit's settings (pairs, epochs, batch, head) with LoRA's; the body learning rate is LoRA's.
+
+    Attributes:
+        rank: LoRA rank r of each adapted projection.
+        alpha: LoRA scaling numerator (the update is ``alpha / rank · B A x``).
+        lora_dropout: dropout on LoRA's input during training.
+        targets: module names LoRA adapts (``()``: the attention query and value projections of the
+            architecture, see :data:`DEFAULT_TARGETS`).
+    """
+
+    body_learning_rate: float = 5e-4
+    rank: int = 8
+    alpha: int = 16
+    lora_dropout: float = 0.0
+    targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("rank", "alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"setfit-lora {name} must be a positive integer, got {value!r}")
+        if not 0.0 <= float(self.lora_dropout) < 1.0:
+            raise UserError(f"setfit-lora lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        object.__setattr__(self, "targets", tuple(self.targets))
+
+    def to_json(self) -> dict[str, object]:
+        data = dataclasses.asdict(self)
+        data["targets"] = list(self.targets)
+        return data
+
+
+def structure_copy(module: nn.Module) -> nn.Module:
+    """A copy of ``module``'s modules that shares every parameter and buffer tensor with it: LoRA layers can be
+    injected into the copy while the shared encoder, and every other adapter on it, stays as it is."""
+    shared = {id(tensor): tensor for tensor in itertools.chain(module.parameters(), module.buffers())}
+    return copy.deepcopy(module, shared)
+
+
+def lora_targets(encoder: nn.Module, settings: SetFitLoraSettings) -> list[str]:
+    if settings.targets:
+        return list(settings.targets)
+    model_type = getattr(getattr(encoder, "config", None), "model_type", "")
+    if model_type not in DEFAULT_TARGETS:
+        raise UserError(f"setfit-lora has no default LoRA targets for a {model_type or 'unknown'} encoder; "
+                        f"name the projection modules to adapt (settings.targets)")
+    return list(DEFAULT_TARGETS[model_type])
+
+
+class SetFitLoraClassifier(SetFitClassifier):
+    """SetFit whose body is the shared backbone with LoRA adapters: only the LoRA weights (and the head) are
+    the adapter's; the backbone's own weights are shared, never copied or changed."""
+
+    def __init__(self, backbone: Backbone, config: ClassifierConfig, settings: SetFitLoraSettings | None = None):
+        super().__init__(backbone, config, settings or SetFitLoraSettings())
+
+    def _make_body(self, backbone: Backbone) -> Any:
+        from peft import LoraConfig, get_peft_model
+
+        body = build_body(backbone, self.config.max_length, copy_weights=False)
+        encoder = structure_copy(backbone.model)
+        settings = self.settings
+        lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
+                          target_modules=lora_targets(encoder, settings), bias="none")
+        with torch.random.fork_rng():
+            torch.manual_seed(self.config.init_seed)  # LoRA's A matrices start random, B at zero
+            body[0].model = get_peft_model(encoder, lora)  # what the Transformer module runs (auto_model reads it)
+        return body
+
+    def lora_state(self) -> dict[str, torch.Tensor]:
+        """The LoRA weights, named as in the body (sentence-transformers may hide the peft wrapper behind its
+        ``auto_model`` property, so they are read from the body itself)."""
+        return {name: p.detach().contiguous().cpu().clone()
+                for name, p in self.body.named_parameters() if "lora_" in name}
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The LoRA weights, the linear head and the regression's arrays (the backbone is not the adapter's)."""
+        full = super().saved_state()
+        state = {f"lora.{name}": tensor for name, tensor in self.lora_state().items()}
+        state.update({name: tensor for name, tensor in full.items() if not name.startswith("body.")})
+        return state
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return self.lora_state()
+
+    def parameter_counts(self) -> dict[str, int]:
+        lora = sum(t.numel() for t in self.lora_state().values())
+        head = self.head.weight.numel() + self.head.bias.numel()
+        frozen = sum(p.numel() for p in self.backbone.model.parameters())
+        return {"trainable": lora + head, "frozen": frozen, "total": lora + head + frozen}
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        write_adapter(directory, self.saved_state(), self.config)
+        atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
+                                                       "body": "Transformer+LoRA -> Pooling(mean) -> Normalize"})
+
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitLoraClassifier:
+        require_setfit()
+        settings_path = directory / SETTINGS_NAME
+        if not settings_path.is_file():
+            raise UserError(f"adapter file {settings_path} is missing")
+        saved = read_json_object(settings_path)
+        try:
+            settings = SetFitLoraSettings(**saved["settings"])
+        except (KeyError, TypeError) as error:
+            raise UserError(f"{settings_path}: malformed settings ({error})") from None
+        model = cls(backbone, config, settings)
+        state = read_weights(directory, model.saved_state(), free_shapes=HEAD_ARRAYS)
+        lora = {name[len("lora."):]: tensor for name, tensor in state.items() if name.startswith("lora.")}
+        missing = model.body.load_state_dict(lora, strict=False)
+        if missing.unexpected_keys:
+            raise UserError(f"{directory}: LoRA weights do not match the config ({missing.unexpected_keys[:3]})")
+        model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+        if saved.get("fitted"):
+            model.restore_head(state)
+        return model.eval()
+
+
+def fit_setfit_lora(model: SetFitLoraClassifier, train_examples, eval_examples=None, config=None, log_path=None):
+    """SetFit's fit (contrastive pairs, then the logistic head) on the LoRA body; see :func:`fit_setfit`."""
+    return fit_setfit(model, train_examples, eval_examples, config, log_path)
+
+
+KIND = Kind("setfit-lora", SetFitLoraClassifier, fit_setfit_lora, require=require_setfit, methods=(
+    Method("setfit-lora", None, "none", "cls", 0.0, 0.0, False, 5e-4, kind="setfit-lora", table_order=13,
+           description="SetFit's contrastive pairs training only LoRA weights (r=8, q/v) in the frozen shared "
+                       "encoder, + logistic regression"),
+))

@@ -1,0 +1,75 @@
+"""setfit-lora: SetFit's pair training of LoRA weights only; the shared encoder is untouched, the adapter is the
+LoRA weights and the head, and it reloads onto the shared encoder to identical predictions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("setfit", reason="the setfit extra is not installed: pip install 'infoprompt[setfit]'")
+
+from infoprompt.backbones import load_backbone  # noqa: E402
+from infoprompt.errors import UserError  # noqa: E402
+from infoprompt.kinds import load_adapter  # noqa: E402
+from infoprompt.kinds.setfit_lora import SetFitLoraClassifier, SetFitLoraSettings, structure_copy  # noqa: E402
+from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training  # noqa: E402
+from infoprompt.tasks import get_task  # noqa: E402
+from infoprompt.training import TrainConfig, encode_examples, evaluate, predict_encoded  # noqa: E402
+
+
+def spec_for(toy_task, backbone_dir, seed=1, **training):
+    task, data_dir = toy_task
+    config = TrainConfig(**{"seed": seed, "progress": False, "max_steps": 6, **training})
+    return RunSpec(task=task, method="setfit-lora", shots=8, seed=seed, backbone=str(backbone_dir),
+                   data_dir=str(data_dir), classifier={"max_length": 32}, training=config)
+
+
+def test_structure_copy_shares_every_tensor_and_owns_its_modules(bert_backbone):
+    copied = structure_copy(bert_backbone.model)
+    assert copied is not bert_backbone.model
+    for (name, mine), (_, theirs) in zip(copied.named_parameters(), bert_backbone.model.named_parameters(), strict=True):
+        assert mine is theirs, name
+    assert next(copied.modules()) is not next(bert_backbone.model.modules())
+
+
+def test_setfit_lora_trains_only_lora_and_reloads_identically(toy_task, tiny_bert_dir, tmp_path):
+    backbone = load_backbone(str(tiny_bert_dir))
+    snapshot = {name: t.clone() for name, t in backbone.model.state_dict().items()}
+    modules_before = {name for name, _ in backbone.model.named_modules()}
+    out = tmp_path / "run"
+    record = run_training(spec_for(toy_task, tiny_bert_dir), out, backbone=backbone)
+    assert record["method"] == "setfit-lora" and record["steps"] == 6 and record["lr"] == 5e-4
+    for name, tensor in backbone.model.state_dict().items():
+        assert torch.equal(tensor, snapshot[name]), name  # the shared encoder is never changed...
+    assert {name for name, _ in backbone.model.named_modules()} == modules_before  # ...nor rewired
+    saved = json.loads((out / "setfit_lora_config.json").read_text())
+    assert saved["settings"]["rank"] == 8 and saved["fitted"] is True
+    from safetensors.torch import load_file
+
+    weights = load_file(str(out / "adapter_model.safetensors"))
+    assert weights and all(n.startswith(("lora.", "head.", "setfit_head.")) for n in weights)
+    lora = [n for n in weights if n.startswith("lora.")]
+    assert lora and all(("query" in n or "value" in n) for n in lora)
+    # LoRA's B starts at zero: trained weights are not (the body that runs is the LoRA one).
+    assert any(weights[n].abs().sum() > 0 for n in lora if "lora_B" in n)
+    parameters = record["parameters"]
+    assert parameters["trainable"] < 0.2 * parameters["frozen"]
+
+    loaded = load_adapter(out, backbone=backbone)
+    assert isinstance(loaded, SetFitLoraClassifier)
+    examples = read_split(get_task(toy_task[0]), "dev", str(toy_task[1]), "files")
+    assert evaluate(loaded, examples) == record["metrics"]
+    probabilities = predict_encoded(loaded, encode_examples(loaded, examples))
+    theirs = loaded.setfit.predict_proba(loaded.texts(examples))
+    assert torch.allclose(torch.as_tensor(theirs, dtype=torch.float32), probabilities, atol=1e-5)
+    fresh = build_classifier(spec_for(toy_task, tiny_bert_dir), backbone)
+    assert not torch.allclose(predict_encoded(fresh, encode_examples(fresh, examples)), probabilities)
+
+
+def test_bad_lora_settings_are_one_line_errors():
+    with pytest.raises(UserError, match="rank must be a positive integer"):
+        SetFitLoraSettings(rank=0)
+    with pytest.raises(UserError, match="lora_dropout"):
+        SetFitLoraSettings(lora_dropout=1.5)
