@@ -94,6 +94,7 @@ def test_ray_sweep_survives_a_killed_worker_and_matches_the_local_backend(ray_he
     assert (idle.skipped, idle.finished, idle.failed) == (4, 0, [])
 
 
+@pytest.mark.slow
 def test_a_cell_whose_worker_dies_on_every_try_is_recorded_as_failed(ray_head, tiny_bert_dir, data_dir, tmp_path):
     import ray_cells
 
@@ -109,11 +110,16 @@ def test_a_cell_whose_worker_dies_on_every_try_is_recorded_as_failed(ray_head, t
     assert not list((tmp_path / "res").rglob("*.claim"))
 
 
-def test_a_backbone_that_cannot_load_stops_the_ray_sweep_with_its_error(ray_head, data_dir, tmp_path):
-    cells = _grid(tmp_path / "no-such-backbone", data_dir, methods=["linear-probe"])
-    with pytest.raises(UserError, match="no-such-backbone"):
-        run_sweep(cells, tmp_path / "res", backend=RayOptions(), progress=False, echo=_quiet)
-    assert not list((tmp_path / "res").rglob("*.json")) and not list((tmp_path / "res").rglob("*.claim"))
+@pytest.mark.slow
+def test_a_backbone_that_cannot_load_stops_the_ray_sweep_with_its_error(ray_head, data_dir, tmp_path, capsys):
+    results = tmp_path / "res"
+    args = ["sweep", "--results", str(results), "--tasks", "sst2", "--methods", "linear-probe", "--seeds", "1",
+            "--backbone", str(tmp_path / "no-such-backbone"), "--data-dir", str(data_dir), "--quiet",
+            "--backend", "ray", "--cpus-per-cell", "1", "--max-retries", "0"]
+    assert main(args) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("infoprompt: error: ") and "no-such-backbone" in error
+    assert not list(results.rglob("*.json")) and not list(results.rglob("*.claim"))
 
 
 @pytest.mark.parametrize("flag", [["--address", "auto"], ["--cpus-per-cell", "2"], ["--max-retries", "0"]])
