@@ -122,11 +122,44 @@ def test_a_backbone_that_cannot_load_stops_the_ray_sweep_with_its_error(ray_head
     assert not list(results.rglob("*.json")) and not list(results.rglob("*.claim"))
 
 
+@pytest.mark.slow
+def test_ray_workers_log_their_cells_to_mlflow(ray_head, tiny_bert_dir, data_dir, tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # the default store ./mlruns is this directory's, on the workers too
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for this process's reading client
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"backbone: {tiny_bert_dir}\ntasks: [sst2]\nmethods: [linear-probe]\nshots: [8]\nseeds: [1, 2]\n"
+                    "classifier: {max_length: 32}\ntraining: {epochs: 1, eval_every_epochs: 0}\n")
+    assert main(["sweep", "--grid", str(grid), "--results", "res", "--data-dir", str(data_dir), "--quiet",
+                 "--backend", "ray", "--track", "mlflow"]) == 0
+    records = load_records(tmp_path / "res")
+    client = mlflow.MlflowClient((tmp_path / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name("infoprompt")
+    runs = {run.info.run_id: run for run in client.search_runs([experiment.experiment_id])}
+    assert len(records) == 2 and {r["tracking"]["run_id"] for r in records} == set(runs)
+    for record in records:
+        assert runs[record["tracking"]["run_id"]].data.tags["mlflow.runName"] == record["cell"]
+
+
 @pytest.mark.parametrize("flag", [["--address", "auto"], ["--cpus-per-cell", "2"], ["--max-retries", "0"]])
 def test_ray_flags_need_the_ray_backend(flag, tmp_path, capsys):
     assert main(["sweep", "--results", str(tmp_path / "res"), "--tasks", "sst2", *flag]) == 2
     assert f"{flag[0]} needs --backend ray" in capsys.readouterr().err
     assert not (tmp_path / "res").exists()
+
+
+def test_an_address_where_no_head_answers_is_one_line_and_writes_nothing(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a loopback port that nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    results = tmp_path / "res"
+    args = ["sweep", "--results", str(results), "--tasks", "sst2", "--methods", "linear-probe", "--seeds", "1",
+            "--backend", "ray", "--address", f"127.0.0.1:{port}", "--quiet"]
+    assert main(args) == 2
+    assert f"--address 127.0.0.1:{port}: no Ray head answers there" in capsys.readouterr().err
+    assert not results.exists()
 
 
 def test_bad_ray_resources_are_user_errors():

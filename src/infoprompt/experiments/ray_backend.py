@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from infoprompt.progress import bar_disabled
 from infoprompt.validation import nonnegative_int
 
 LOCAL_ADDRESS = "127.0.0.1"
+CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool,
 def connect(ray: Any, options: RayOptions) -> bool:
     """Connect to Ray as ``options.address`` says; returns whether this call started the instance (and so
     must shut it down)."""
+    if options.address not in (None, "auto"):
+        _check_reachable(options.address)
     if ray.is_initialized():
         return False
     quiet = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": True}
@@ -109,6 +113,17 @@ def connect(ray: Any, options: RayOptions) -> bool:
         where = options.address or "a local instance"
         raise UserError(f"--address {where}: cannot connect to Ray ({str(error).strip().splitlines()[0]})") from None
     return True
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once on a head that does not answer; Ray itself retries a dead address for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--address {address}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        raise UserError(f"--address {address}: no Ray head answers there ({error.strerror or error})") from None
 
 
 def _claim_free(results_dir: Path, cells: Sequence[Cell]) -> tuple[list[Cell], int]:
@@ -147,20 +162,20 @@ def run_sweep_ray(
     """
     ray = _import_ray()
     results_dir = Path(results_dir).resolve()
-    try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
     echo = echo or tqdm.write
     started = time.perf_counter()
     status = cell_status(results_dir, cells)
     todo = [cell for cell in cells if status[cell.id] != "done"]
     summary = SweepSummary(cells=len(cells), skipped=len(cells) - len(todo))
-    if not todo:
+    if not todo:  # nothing to run: no Ray to start
         summary.seconds = time.perf_counter() - started
         return summary
-    started_ray = connect(ray, options)
+    started_ray = connect(ray, options)  # before anything is written: an unreachable cluster leaves no trace
     try:
+        try:
+            results_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
         claimed, summary.claimed_elsewhere = _claim_free(results_dir, todo)
         try:
             _run_tasks(ray, claimed, results_dir, options, save_runs, runner, progress, echo, summary)
