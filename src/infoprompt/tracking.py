@@ -52,7 +52,8 @@ def add_tracking_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--track", choices=TRACKERS,
                        help="also log each finished run (settings, loss curves, metrics, adapter) to this tracker")
     group.add_argument("--tracking-uri",
-                       help=f"MLflow tracking URI or a directory (default {DEFAULT_TRACKING_URI}, a local store, no server)")
+                       help=f"MLflow tracking URI or a directory (default {DEFAULT_TRACKING_URI}: a local store, "
+                            "no server)")
     group.add_argument("--tracking-experiment", help=f"MLflow experiment name (default {DEFAULT_EXPERIMENT})")
 
 
@@ -65,7 +66,8 @@ def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: 
         return None
     if kind != "mlflow":
         raise UserError(f"unknown tracker {kind!r}; valid trackers: {', '.join(TRACKERS)}")
-    tracker = MlflowTracker(resolve_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI), experiment or DEFAULT_EXPERIMENT)
+    uri = resolve_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
+    tracker = MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT)
     tracker.check()
     return tracker
 
@@ -266,7 +268,8 @@ class TrackedRunner:
     runner: Runner
     tracker: Tracker
 
-    def __call__(self, spec: RunSpec, out: str | os.PathLike[str] | None, *, overwrite: bool, backbone: Any) -> dict[str, Any]:
+    def __call__(self, spec: RunSpec, out: str | os.PathLike[str] | None, *, overwrite: bool,
+                 backbone: Any) -> dict[str, Any]:
         from infoprompt.training.runtime import process_state
 
         if not process_state().is_main_process:  # under accelerate launch the main process runs and logs the cell

@@ -100,8 +100,8 @@ def test_a_cell_whose_worker_dies_on_every_try_is_recorded_as_failed(ray_head, t
 
     cells = _grid(tiny_bert_dir, data_dir, methods=["linear-probe"], seeds=[1])
     tries = tmp_path / "tries"
-    summary = run_sweep(cells, tmp_path / "res", runner=ray_cells.AlwaysDie(str(tries)), backend=RayOptions(max_retries=1),
-                        progress=False, echo=_quiet)
+    summary = run_sweep(cells, tmp_path / "res", runner=ray_cells.AlwaysDie(str(tries)),
+                        backend=RayOptions(max_retries=1), progress=False, echo=_quiet)
     assert len(tries.read_text().splitlines()) == 2  # the first try and one retry
     assert [cell for cell, _ in summary.failed] == [cells[0].id] and summary.finished == 0
     record = json.loads(record_path(tmp_path / "res", cells[0]).read_text())
@@ -160,6 +160,16 @@ def test_an_address_where_no_head_answers_is_one_line_and_writes_nothing(tmp_pat
     assert main(args) == 2
     assert f"--address 127.0.0.1:{port}: no Ray head answers there" in capsys.readouterr().err
     assert not results.exists()
+
+
+def test_a_cell_too_big_for_every_node_is_an_error_on_a_fixed_instance_and_a_warning_on_a_cluster():
+    from infoprompt.experiments.ray_backend import fits_check
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}, {"Alive": False, "Resources": {"CPU": 8.0, "GPU": 1.0}}]
+    assert fits_check(nodes, RayOptions(cpus_per_cell=2), can_grow=False) is None
+    with pytest.raises(UserError, match=r"--gpus-per-cell 0.5: the largest Ray node has 0 GPU\(s\)"):
+        fits_check(nodes, RayOptions(gpus_per_cell=0.5), can_grow=False)
+    assert "--cpus-per-cell 4" in fits_check(nodes, RayOptions(cpus_per_cell=4), can_grow=True)
 
 
 def test_bad_ray_resources_are_user_errors():

@@ -79,7 +79,8 @@ def _import_ray() -> Any:
 _WORKER_BACKBONES: BackboneCache | None = None
 
 
-def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int, cwd: str) -> dict[str, Any]:
+def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int,
+                  cwd: str) -> dict[str, Any]:
     """The body of one Ray task: the local backend's per-cell code, in the driver's working directory (so
     that relative data and backbone paths mean what they mean there), writing the record to the store."""
     global _WORKER_BACKBONES
@@ -97,8 +98,8 @@ def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool,
 
 
 def connect(ray: Any, options: RayOptions) -> bool:
-    """Connect to Ray as ``options.address`` says; returns whether this call started the instance (and so
-    must shut it down)."""
+    """Connect to Ray as ``options.address`` says; returns whether this call connected (and so must
+    disconnect, which stops a Ray instance it started)."""
     if options.address not in (None, "auto"):
         _check_reachable(options.address)
     if ray.is_initialized():
@@ -124,6 +125,20 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as error:
         raise UserError(f"--address {address}: no Ray head answers there ({error.strerror or error})") from None
+
+
+def fits_check(nodes: Sequence[dict[str, Any]], options: RayOptions, *, can_grow: bool) -> str | None:
+    """Whether one cell's request fits on some live node: ``None`` if it does; if not, an error for a Ray
+    instance that cannot grow (tasks would wait for ever), else a warning (an autoscaler may add a node)."""
+    for flag, resource, wanted in (("--cpus-per-cell", "CPU", options.cpus_per_cell),
+                                   ("--gpus-per-cell", "GPU", options.gpus_per_cell)):
+        largest = max((node.get("Resources", {}).get(resource, 0.0) for node in nodes if node.get("Alive")), default=0.0)
+        if wanted > largest:
+            message = f"{flag} {wanted:g}: the largest Ray node has {largest:g} {resource}(s)"
+            if not can_grow:
+                raise UserError(message)
+            return f"warning: {message}; the cells wait until the cluster has a node that big"
+    return None
 
 
 def _claim_free(results_dir: Path, cells: Sequence[Cell]) -> tuple[list[Cell], int]:
@@ -170,8 +185,11 @@ def run_sweep_ray(
     if not todo:  # nothing to run: no Ray to start
         summary.seconds = time.perf_counter() - started
         return summary
-    started_ray = connect(ray, options)  # before anything is written: an unreachable cluster leaves no trace
+    connected = connect(ray, options)  # before anything is written: an unreachable cluster leaves no trace
     try:
+        warning = fits_check(ray.nodes(), options, can_grow=options.address is not None)
+        if warning:
+            echo(warning)
         try:
             results_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -183,7 +201,7 @@ def run_sweep_ray(
             for cell in claimed:
                 release_claim(results_dir, cell)
     finally:
-        if started_ray:
+        if connected:
             ray.shutdown()
     summary.seconds = time.perf_counter() - started
     return summary
@@ -198,7 +216,8 @@ def _run_tasks(ray: Any, cells: list[Cell], results_dir: Path, options: RayOptio
         retry_exceptions=False,
     )
     threads = max(1, int(options.cpus_per_cell))
-    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, os.getcwd()): (cell, time.perf_counter())
+    cwd = os.getcwd()
+    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, cwd): (cell, time.perf_counter())
                  for cell in cells}
     bar = tqdm(total=len(cells), desc="sweep (ray)", unit="cell", disable=bar_disabled(progress))
     try:
