@@ -134,8 +134,9 @@ def run_sweep(
     error is raised); the cell in progress leaves no record. Each cell is claimed
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
-    taken, so workers of one pass do not each run a failing cell. ``backend``: ``None`` runs the cells in this
-    process; :class:`~infoprompt.experiments.ray_backend.RayOptions` runs each as a Ray task instead.
+    taken, so workers of one pass do not each run a failing cell.
+    ``backend``: ``None`` runs the cells in this process; :class:`~infoprompt.experiments.ray_backend.RayOptions`
+    runs each as a Ray task instead (experiments/ray_backend.py).
     """
     if backend is not None:
         from infoprompt.experiments.ray_backend import run_sweep_ray
