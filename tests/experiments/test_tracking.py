@@ -1,0 +1,111 @@
+"""--track mlflow: a finished run's settings, loss curves, metrics and adapter land in an MLflow store, read back."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+from infoprompt import pipeline
+from infoprompt.cli import main
+from infoprompt.errors import UserError
+from infoprompt.tracking import LOG_NAME, METRICS_NAME, TrackedRunner, make_tracker, resolve_tracking_uri
+
+
+def test_run_file_names_are_the_pipelines():
+    assert (METRICS_NAME, LOG_NAME) == (pipeline.METRICS_NAME, pipeline.LOG_NAME)
+
+
+def test_tracking_options_need_track_and_a_missing_mlflow_is_one_line(monkeypatch, tmp_path, capsys):
+    assert main(["train", "--task", "sst2", "--out", str(tmp_path / "run"), "--tracking-uri", str(tmp_path)]) == 2
+    assert "--tracking-uri and --tracking-experiment need --track mlflow" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if it were not installed
+    with pytest.raises(UserError, match=r"pip install 'infoprompt\[mlflow\]'"):
+        make_tracker("mlflow", str(tmp_path / "mlruns"))
+    assert not (tmp_path / "run").exists() and not (tmp_path / "mlruns").exists()
+
+
+def test_plain_paths_become_absolute_file_uris(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_tracking_uri("./mlruns") == (tmp_path / "mlruns").resolve().as_uri()
+    assert resolve_tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    assert resolve_tracking_uri("sqlite:///mlflow.db") == "sqlite:///mlflow.db"
+
+
+def _log_entries(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir, tmp_path, capsys, one_thread):
+    mlflow = pytest.importorskip("mlflow")
+    from infoprompt.kinds import load_adapter
+
+    store, out = tmp_path / "mlruns", tmp_path / "sst2-run"
+    assert main(["train", "--task", "sst2", "--method", "infoprompt", "--shots", "8", "--backbone", str(tiny_bert_dir),
+                 "--data-dir", str(data_dir), "--out", str(out), "--epochs", "2", "--batch-size", "4",
+                 "--eval-every-epochs", "1", "--max-length", "32", "--quiet", "--track", "mlflow",
+                 "--tracking-uri", str(store), "--tracking-experiment", "tests"]) == 0
+    record = json.loads((out / METRICS_NAME).read_text())
+    run_id = record["tracking"]["run_id"]
+    assert f"run {run_id}" in capsys.readouterr().out
+
+    mlflow.set_tracking_uri(store.as_uri())
+    runs = mlflow.search_runs(experiment_names=["tests"])
+    assert list(runs["run_id"]) == [run_id] and runs.loc[0, "status"] == "FINISHED"
+    assert runs.loc[0, "tags.mlflow.runName"] == "sst2-run"
+    # Parameters: the spec as given and the classifier as resolved.
+    assert runs.loc[0, "params.task"] == "sst2" and runs.loc[0, "params.method"] == "infoprompt"
+    assert runs.loc[0, "params.spec.training.epochs"] == "2" and runs.loc[0, "params.classifier.max_length"] == "32"
+    assert float(runs.loc[0, "params.classifier.beta"]) == record["classifier"]["beta"]
+    # Final metrics, and per-step losses and information terms with their step numbers.
+    assert runs.loc[0, "metrics.accuracy"] == pytest.approx(record["metrics"]["accuracy"])
+    client = mlflow.MlflowClient(store.as_uri())
+    steps = [e for e in _log_entries(out / LOG_NAME) if e["type"] == "step"]
+    assert len(steps) == record["steps"] == 4
+    for key in ("loss_total", "loss_pred", "mi_rep", "mi_head"):
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+        assert history == [(e["step"], pytest.approx(e[key])) for e in steps], key
+    periodic = [e for e in _log_entries(out / LOG_NAME) if e["type"] == "eval"]
+    evaluated = [m.step for m in client.get_metric_history(run_id, "eval.accuracy")]
+    assert periodic and evaluated == [e["step"] for e in periodic]
+    # The adapter, as an artifact that loads and predicts as the saved one does.
+    names = {Path(a.path).name for a in client.list_artifacts(run_id, "adapter")}
+    assert {"adapter_model.safetensors", "adapter_config.json", METRICS_NAME, LOG_NAME} <= names
+    downloaded = Path(client.download_artifacts(run_id, "adapter", str(tmp_path / "download")))
+    assert (downloaded / "adapter_model.safetensors").read_bytes() == (out / "adapter_model.safetensors").read_bytes()
+    assert load_adapter(downloaded).config.to_json() == load_adapter(out).config.to_json()
+
+
+def test_sweep_records_keep_the_mlflow_run_of_each_cell(toy_task, tiny_bert_dir, tmp_path, one_thread):
+    mlflow = pytest.importorskip("mlflow")
+    from infoprompt.experiments.store import load_records
+
+    task, data_dir = toy_task
+    store, results = tmp_path / "mlruns", tmp_path / "results"
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(f"backbone: {tiny_bert_dir}\ntasks: [{task}]\nmethods: [linear-probe]\nshots: [8]\nseeds: [1, 2]\n"
+                    "classifier: {max_length: 32}\ntraining: {epochs: 1, eval_every_epochs: 0}\n")
+    args = ["sweep", "--grid", str(grid), "--results", str(results), "--data-dir", str(data_dir), "--quiet",
+            "--track", "mlflow", "--tracking-uri", str(store)]
+    assert main(args) == 0
+    records = {r["cell"]: r for r in load_records(results)}
+    client = mlflow.MlflowClient(store.as_uri())
+    experiment = client.get_experiment_by_name("infoprompt")
+    runs = {run.info.run_id: run for run in client.search_runs([experiment.experiment_id])}
+    assert {r["tracking"]["run_id"] for r in records.values()} == set(runs)
+    for cell_id, record in records.items():
+        run = runs[record["tracking"]["run_id"]]
+        assert run.data.tags["mlflow.runName"] == cell_id == run.data.tags["infoprompt.cell"]
+        assert run.data.metrics["accuracy"] == pytest.approx(record["metrics"]["accuracy"])
+        assert run.data.params["seed"] == str(record["seed"])
+    assert not (results / "runs").exists()  # without --save-runs the runs were logged from a scratch directory
+    assert main(args) == 0 and len(client.search_runs([experiment.experiment_id])) == 2  # a resumed sweep logs nothing
+
+
+def test_the_tracked_runner_travels_to_workers(tmp_path):
+    pytest.importorskip("mlflow")
+    runner = TrackedRunner(pipeline.run_training, make_tracker("mlflow", str(tmp_path / "mlruns")))
+    assert pickle.loads(pickle.dumps(runner)) == runner
