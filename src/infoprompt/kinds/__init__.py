@@ -1,7 +1,7 @@
 """Every kind of adapter, registered: a kind is one module (or folder) with its model, its fit and its methods,
 plus one line here. Build, train and load a model of any kind through :mod:`infoprompt.kinds.factory`."""
 
-from infoprompt.kinds import peft_prompt, probe, prompt, setfit
+from infoprompt.kinds import peft_prompt, probe, prompt, released, setfit
 from infoprompt.kinds.factory import build_model, load_adapter, make_classifier, train
 from infoprompt.kinds.registry import (
     KINDS,
@@ -18,6 +18,7 @@ register_kind(prompt.KIND)
 register_kind(peft_prompt.KIND)
 register_kind(probe.KIND)
 register_kind(setfit.KIND)
+register_kind(released.KIND)
 
 __all__ = [
     "KINDS",
