@@ -168,3 +168,11 @@ def test_the_learning_rate_warms_up_and_decays(bert_backbone, toy_examples, tmp_
     peak = rates.index(max(rates))
     assert rates[0] == 0.0 and max(rates) == pytest.approx(1e-3) and peak == int(20 * 0.06)
     assert all(a >= b for a, b in zip(rates[peak:], rates[peak + 1:], strict=False)) and rates[-1] < 1e-4
+
+
+def test_the_prompt_kind_keeps_a_constant_rate(bert_backbone, toy_examples, tmp_path):
+    model = infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt", n_prompts=1, seed=1, max_length=32)
+    log = tmp_path / "log.jsonl"
+    infoprompt.train(model, toy_examples, None, TrainConfig(**FAST), log_path=log)
+    rates = [r["lr"] for r in map(json.loads, log.read_text().splitlines()) if r.get("type") == "step"]
+    assert len(rates) == 8 and set(rates) == {1e-3}
