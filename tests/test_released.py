@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from test_feature_store import ROWS, write_split
 
 import infoprompt
 from infoprompt.cli import main
@@ -111,6 +112,20 @@ def test_the_flag_is_on_the_command_line(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "--released-batch-prompt" in capsys.readouterr().out
+
+
+def test_the_cli_trains_with_the_flag_and_the_adapter_keeps_it(tiny_model_dirs, tmp_path, capsys):
+    write_split(tmp_path / "data", ROWS)
+    common = ["--data-dir", str(tmp_path / "data"), "--quiet"]
+    assert main(["train", "--task", "sst2", "--method", "infoprompt-released", "--released-batch-prompt",
+                 "--shots", "8", "--n-prompts", "1", "--epochs", "1", "--backbone", str(tiny_model_dirs["bert"]),
+                 "--max-length", "48", "--out", str(tmp_path / "run"), *common]) == 0
+    saved = json.loads((tmp_path / "run" / "adapter_config.json").read_text())
+    assert saved["method"] == "infoprompt-released" and saved["released_batch_prompt"] is True
+    capsys.readouterr()
+    assert main(["eval", "--adapter", str(tmp_path / "run"), *common]) == 0
+    trained = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert json.loads(capsys.readouterr().out)["metrics"] == trained["metrics"]
 
 
 def test_the_kl_is_the_mean_kl_to_a_standard_normal():
