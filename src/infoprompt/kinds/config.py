@@ -28,6 +28,8 @@ from infoprompt.validation import check_finite, check_labels, validate_classifie
 MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
+# Options of one kind only, left out of the saved config while unset.
+KIND_ONLY_FIELDS = ("released_batch_prompt",)
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 1
@@ -67,6 +69,8 @@ class ClassifierConfig:
         kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
         max_length: token budget of one templated input.
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
+        released_batch_prompt: the ``released`` kind only: insert the first example's generated prompt in
+            every row of a batch (the released code's behaviour); ``None`` takes the method's.
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
     """
@@ -100,6 +104,9 @@ class ClassifierConfig:
     kl_weight: float = field(default=0.0, metadata=cli("weight of the optional KL term (default 0)", type=NON_NEGATIVE))
     max_length: int = field(default=128, metadata=cli("token budget per input (default 128)", type=POSITIVE))
     truncate: bool = field(default=True, metadata=cli("reject inputs longer than --max-length", switch="negate"))
+    released_batch_prompt: bool | None = field(default=None, metadata=cli(
+        "infoprompt-released only: every row of a batch gets the first example's generated prompt, as the authors' "
+        "released code does (default: the method's; off for infoprompt-released)", switch="flag"))
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
 
@@ -127,6 +134,8 @@ class ClassifierConfig:
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
         if self.n_negatives < 1:
             raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
+        if self.released_batch_prompt is not None and preset.kind != "released":
+            raise UserError(f"released_batch_prompt is an option of the infoprompt-released methods, not of {preset.name}")
         check_labels(values["labels"], task)
         return ClassifierConfig(**values)
 
@@ -137,6 +146,9 @@ class ClassifierConfig:
         data = dataclasses.asdict(self)
         data["labels"] = list(self.labels)
         data["format_version"] = FORMAT_VERSION
+        for name in KIND_ONLY_FIELDS:
+            if data[name] is None:
+                del data[name]  # unset: adapters of the other kinds are written exactly as before it existed
         return data
 
     @classmethod

@@ -24,7 +24,8 @@ class Adapter(Protocol):
     ``Model.load(directory, config, backbone)``. Every module it runs, the backbone's encoder too, is a registered
     submodule, so that ``model.to(device)`` moves all of it. A kind that reads no generated prompts and no
     cached no-prompt pass keeps the three flags ``False`` (as :class:`~infoprompt.kinds.common.BaselineModel`
-    does).
+    does). Optionally, ``lr_schedule(optimizer, total_steps)`` returns a learning-rate scheduler that the
+    gradient loop steps after every optimiser step (without one the rate is constant).
     """
 
     config: Any  # the kind's adapter config (a :class:`~infoprompt.kinds.config.ClassifierConfig`)

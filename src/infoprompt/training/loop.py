@@ -216,6 +216,7 @@ class Run:
         total_steps = ((len(data) + config.batch_size - 1) // config.batch_size) * epochs
         if config.max_steps is not None:
             total_steps = min(total_steps, config.max_steps)
+        scheduler = learning_rate_schedule(model, optimizer, total_steps)
         step, last, saturation = 0, {}, Saturation()
         stop = after_epoch is not None and after_epoch(0)
         model.train()
@@ -231,7 +232,10 @@ class Run:
                 last, bounds = self.backward(data, chunk, generator)
                 if config.grad_clip:
                     accelerator.clip_grad_norm_(self.parameters, config.grad_clip)
+                lr = optimizer.param_groups[0]["lr"] if scheduler is not None else self.lr
                 optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
                 step += 1
                 if not math.isfinite(last["total"]):
                     bar.close()
@@ -241,7 +245,7 @@ class Run:
                         f"try a smaller --lr (was {self.lr:g}), smaller --beta/--gamma, or another --seed"
                     )
                 saturation.update(step, bounds)
-                self.log.write({"type": "step", "phase": phase, "step": step, "epoch": epoch + 1, "lr": self.lr,
+                self.log.write({"type": "step", "phase": phase, "step": step, "epoch": epoch + 1, "lr": lr,
                                 **{f"loss_{k}": v for k, v in last.items()}, **bounds})
                 bar.update(1)
                 bar.set_postfix(loss=f"{last['total']:.3f}")
@@ -289,6 +293,14 @@ class Run:
                                    accelerator=self.accelerator, precision=self.precision)
         self.eval_seconds += time.perf_counter() - t0
         self.log.write({"type": "eval", "step": step, "epoch": epoch, "n_eval": len(self.periodic_set), **metrics})
+
+
+def learning_rate_schedule(model: Adapter, optimizer: torch.optim.Optimizer, total_steps: int) -> object | None:
+    """The model's own learning-rate schedule over ``total_steps`` steps, when its kind defines one
+    (``model.lr_schedule(optimizer, total_steps)``, stepped after every optimiser step); ``None`` otherwise,
+    and the rate stays constant (every kind but ``released``)."""
+    make = getattr(model, "lr_schedule", None)
+    return make(optimizer, total_steps) if make is not None else None
 
 
 def batch_losses(
