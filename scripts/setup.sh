@@ -2,10 +2,11 @@
 # Create .venv and install infoprompt with its test tools. Idempotent: a second run installs nothing new.
 # torch is pinned first to the CPU build on this machine's disk; a bare `torch` requirement would
 # otherwise pull a multi-GB CUDA build. The setfit extra (sentence-transformers, datasets) is installed
-# too: its tests run in CI, and it leaves the pinned torch as it is.
+# too: its tests run in CI, and it leaves the pinned torch as it is; so is the serve extra (FastAPI, uvicorn,
+# prometheus-client, httpx), which `infoprompt serve` and its tests need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-python -m pip install --quiet --disable-pip-version-check -e ".[dev,setfit]"
+python -m pip install --quiet --disable-pip-version-check -e ".[dev,setfit,serve]"

@@ -273,11 +273,12 @@ EXTENSIONS = (
     ("infoprompt.experiments.cli", "add_experiment_commands"),
     ("infoprompt.analysis.cli", "add_analysis_commands"),
     ("infoprompt.theory.cli", "add_theory_commands"),
+    ("infoprompt.serving.cli", "add_serve_command"),
 )
 
 
 def _extensions():
-    """Sub-command groups that live in their own subpackages (sweep/report, analyze, theory)."""
+    """Sub-command groups that live in their own subpackages (sweep/report, analyze, theory, serve)."""
     import importlib
 
     registrars = []
