@@ -84,6 +84,16 @@ def load_backbone(name: str, cache_dir: str | None = None) -> Any:
     return load(name, cache_dir=cache_dir)
 
 
+def own_weights(backbone: Any) -> Any:
+    """``backbone`` with its weights copied into memory of its own. A loaded encoder may keep its weights in the
+    memory-mapped checkpoint, which every load of that file shares; separate per-task models (fine-tuned, as
+    SetFit's are) each hold their own, and this is what the one-model-per-task baseline must cost."""
+    with torch.no_grad():
+        for tensor in [*backbone.model.parameters(), *backbone.model.buffers()]:
+            tensor.data = tensor.data.clone()
+    return backbone
+
+
 def fingerprint_of(backbone: Any) -> dict[str, object]:
     return backbone.fingerprint()
 

@@ -87,7 +87,8 @@ class AdapterRegistry:
 
     Loads are serialised by a lock and may run in any thread; lookups take no lock (a dict read), so the
     event loop never waits for a load. ``separate_backbones`` gives each adapter a private copy of its
-    backbone instead: the memory a one-model-per-task server needs (the benchmark's baseline).
+    backbone instead, its weights in memory of its own: what a one-model-per-task server needs (the baseline
+    of ``benchmarks/serve_bench.py``).
     """
 
     def __init__(self, root: Path | None = None, cache_dir: str | None = None, separate_backbones: bool = False):
@@ -140,6 +141,8 @@ class AdapterRegistry:
         shared = self.backbones.get(key)
         if shared is None:
             backbone = adapters.load_backbone(info.backbone, self.cache_dir)
+            if self.separate_backbones:
+                backbone = adapters.own_weights(backbone)
             shared = SharedBackbone(key=key, backbone=backbone, fingerprint=adapters.fingerprint_of(backbone))
             self.backbones[key] = shared
         if info.backbone_fingerprint and info.backbone_fingerprint != shared.fingerprint:
