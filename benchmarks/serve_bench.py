@@ -9,11 +9,13 @@ encoder copy per adapter, the memory and batching of one model per task, as a Se
 N in ``--separate-counts``. An N too large for a separate run is extrapolated in memory only, from the cost of
 one more encoder copy measured between the two largest separate runs; its rows say so.
 
-Per run: the server's resident memory after loading (VmRSS) and its peak (VmHWM), the seconds until
-``/healthz`` answered, then ``--requests`` requests (``--inputs`` SST-2 dev sentences each, round-robin over the
-adapters) from ``--concurrency`` concurrent clients in this process, stopped after ``--time-limit`` seconds:
-requests/s, examples/s, and the p50/p99 latency of a request. The client runs on the same machine as the
-server, so the two share its cores. Loopback only; nothing here asserts.
+Per server: its resident memory after loading (VmRSS) and its peak (VmHWM), the seconds until ``/healthz``
+answered, then ``--requests`` requests (``--inputs`` SST-2 dev sentences each, round-robin over the adapters)
+from ``--concurrency`` concurrent clients in this process: requests/s, examples/s, and the p50/p99 latency of a
+request. The shared and separate servers of one N run side by side and take turns in ``--rounds`` rounds (order
+alternating), so that what other programs do to the machine falls on both alike; no round starts after
+``--time-limit`` seconds. The client runs on the same machine as the servers and shares its cores. Loopback
+only; nothing here asserts.
 """
 
 from __future__ import annotations
@@ -101,17 +103,24 @@ def start_server(root: Path, names: list[str], args: argparse.Namespace, separat
         time.sleep(0.25)
 
 
-async def load(url: str, names: list[str], sentences: list[str], args: argparse.Namespace, run: Run) -> None:
+async def warm_up(url: str, names: list[str], sentences: list[str]) -> None:
+    """One request per adapter (not timed): the first pass of each lane pays for lazy set-up."""
+    async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+        for start in range(0, len(names), 32):
+            await asyncio.gather(*(http.post(f"/v1/adapters/{n}/predict", json={"inputs": sentences[:1]})
+                                   for n in names[start : start + 32]))
+
+
+async def load_round(url: str, names: list[str], sentences: list[str], first: int, count: int,
+                     args: argparse.Namespace) -> tuple[list[float], int, float]:
+    """``count`` requests (numbered from ``first``) from ``--concurrency`` clients: latencies, failures, seconds."""
     latencies: list[float] = []
     failed = 0
-    counter = iter(range(args.requests))
-    deadline = time.perf_counter() + args.time_limit
+    numbers = iter(range(first, first + count))
 
     async def client(http: httpx.AsyncClient) -> None:
         nonlocal failed
-        for i in counter:
-            if time.perf_counter() > deadline:
-                return
+        for i in numbers:
             texts = [sentences[(i * args.inputs + k) % len(sentences)] for k in range(args.inputs)]
             sent = time.perf_counter()
             answer = await http.post(f"/v1/adapters/{names[i % len(names)]}/predict", json={"inputs": texts})
@@ -119,40 +128,70 @@ async def load(url: str, names: list[str], sentences: list[str], args: argparse.
             failed += answer.status_code != 200
 
     limits = httpx.Limits(max_connections=args.concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
-        # One request per adapter first (not timed): the first pass of each lane pays for lazy set-up.
-        await asyncio.gather(*(http.post(f"/v1/adapters/{n}/predict", json={"inputs": sentences[:1]}) for n in names))
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
         started = time.perf_counter()
         await asyncio.gather(*(client(http) for _ in range(args.concurrency)))
-        run.seconds = time.perf_counter() - started
-    run.requests, run.failed = len(latencies), failed
-    run.requests_per_s = run.requests / run.seconds
-    run.examples_per_s = run.requests * args.inputs / run.seconds
-    ordered = sorted(latencies)
-    run.p50_ms = 1000 * statistics.median(ordered)
-    run.p99_ms = 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        return latencies, failed, time.perf_counter() - started
 
 
-def measure(adapter: Path, count: int, separate: bool, sentences: list[str], args: argparse.Namespace) -> Run:
+def interleaved_load(servers: dict[str, tuple[str, Run]], names: list[str], sentences: list[str],
+                     args: argparse.Namespace) -> None:
+    """``--rounds`` rounds; in each, every server gets its share of ``--requests`` in turn (the order
+    alternating), so that the load other programs put on the machine falls on all of them alike."""
+    per_round = max(1, args.requests // args.rounds)
+    latencies = {mode: [] for mode in servers}
+    deadline = time.perf_counter() + args.time_limit
+    for round_number in range(args.rounds):
+        order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
+        for mode in order:
+            url, run = servers[mode]
+            got, failed, seconds = asyncio.run(load_round(url, names, sentences, round_number * per_round, per_round, args))
+            latencies[mode] += got
+            run.failed += failed
+            run.seconds += seconds
+        if time.perf_counter() > deadline:
+            break
+    for mode, (_, run) in servers.items():
+        ordered = sorted(latencies[mode])
+        run.requests = len(ordered)
+        run.requests_per_s = run.requests / run.seconds
+        run.examples_per_s = run.requests * args.inputs / run.seconds
+        run.p50_ms = 1000 * statistics.median(ordered)
+        run.p99_ms = 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def measure(adapter: Path, count: int, modes: list[str], sentences: list[str], args: argparse.Namespace) -> list[Run]:
+    """Start a server per mode with ``count`` copies of the adapter, then load them in interleaved rounds."""
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as scratch:
         root = Path(scratch)
         names = [f"a{i:03d}" for i in range(count)]
         for name in names:
             shutil.copytree(adapter, root / name)
-        process, url, startup = start_server(root, names, args, separate)
+        processes, servers = [], {}
         try:
-            rss, _ = memory_mb(process.pid)
-            run = Run("separate" if separate else "shared", count, round(rss), 0, round(startup, 1))
-            asyncio.run(load(url, names, sentences, args, run))
-            run.peak_mb = round(memory_mb(process.pid)[1])
+            for mode in modes:
+                process, url, startup = start_server(root, names, args, mode == "separate")
+                processes.append(process)
+                servers[mode] = (url, Run(mode, count, round(memory_mb(process.pid)[0]), 0, round(startup, 1)))
+            for url, _ in servers.values():
+                asyncio.run(warm_up(url, names, sentences))
+            interleaved_load(servers, names, sentences, args)
+            for process, (_, run) in zip(processes, servers.values(), strict=True):
+                run.peak_mb = round(memory_mb(process.pid)[1])
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    print(f"  {run.mode} N={count}: {run}", file=sys.stderr, flush=True)
-    return run
+            for process in processes:
+                stop(process)
+    for _, run in servers.values():
+        print(f"  {run}", file=sys.stderr, flush=True)
+    return [run for _, run in servers.values()]
 
 
 def extrapolated(runs: list[Run], count: int) -> Run | None:
@@ -187,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 10, 100])
     parser.add_argument("--separate-counts", type=int, nargs="*", default=[1, 10],
                         help="N run with a private encoder per adapter (larger N in --counts are extrapolated)")
-    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--requests", type=int, default=400, help="requests per server, over all rounds")
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--inputs", type=int, default=4, help="sentences per request")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--time-limit", type=float, default=90, help="seconds of load per run at most")
+    parser.add_argument("--time-limit", type=float, default=240,
+                        help="no new round starts after this many seconds of load per N")
     parser.add_argument("--startup-limit", type=float, default=900)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-batch", type=int, default=32)
@@ -200,14 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     sentences = read_sentences(args.data_dir, 512)
     runs = []
     for count in args.counts:
-        runs.append(measure(args.adapter, count, False, sentences, args))
-        if count in args.separate_counts:
-            runs.append(measure(args.adapter, count, True, sentences, args))
-        elif (guess := extrapolated(runs, count)) is not None:
+        separate = count in args.separate_counts
+        runs += measure(args.adapter, count, ["shared", "separate"] if separate else ["shared"], sentences, args)
+        if not separate and (guess := extrapolated(runs, count)) is not None:
             runs.append(guess)
     config = json.loads((args.adapter / "adapter_config.json").read_text())
-    print(f"adapter: {config['method']} on {config['backbone']}; {args.requests} requests of {args.inputs} inputs, "
-          f"{args.concurrency} concurrent clients; server --threads {args.threads} --max-batch {args.max_batch} "
+    print(f"adapter: {config['method']} on {config['backbone']}; {args.requests} requests of {args.inputs} inputs "
+          f"per server in {args.rounds} interleaved rounds, {args.concurrency} concurrent clients; server --threads {args.threads} --max-batch {args.max_batch} "
           f"--max-wait-ms {args.max_wait_ms}; {os.cpu_count()} CPUs\n")
     print(table(runs, args))
     if args.json:

@@ -130,6 +130,10 @@ def workdir(tiny_model_dirs, tmp_path_factory) -> Path:
     config = json.loads((mismatch / "adapter_config.json").read_text())
     config["backbone_fingerprint"]["embedding_sha256"] = "0" * 16
     (mismatch / "adapter_config.json").write_text(json.dumps(config))
+    strict = root / "strict"  # refuses inputs over its token budget instead of cutting them
+    shutil.copytree(FIXTURES / "linear-probe", strict)
+    config = json.loads((strict / "adapter_config.json").read_text())
+    (strict / "adapter_config.json").write_text(json.dumps({**config, "truncate": False}))
     (work / "token").write_text(TOKEN + "\n")
     return work
 
@@ -330,6 +334,22 @@ def test_adapters_are_added_and_removed_at_runtime(server):
     assert post(server, "added", {"inputs": ["lovely"]}).status_code == 404
     assert httpx.delete(f"{server.url}/v1/adapters/added", headers=AUTH).status_code == 404
     assert post(server, "probe", {"inputs": ["lovely"]}).status_code == 200  # its lane-mate keeps serving
+
+
+def test_an_input_too_long_fails_its_own_request_only(server):
+    add = httpx.post(f"{server.url}/v1/adapters", json={"name": "strict", "path": "strict"}, headers=AUTH, timeout=30)
+    assert add.status_code == 201
+    long_text = " ".join(["good"] * 40)  # over the adapter's 32 tokens
+
+    async def fire():
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
+            return await asyncio.gather(*(client.post("/v1/adapters/strict/predict", json={"inputs": texts})
+                                          for texts in [["lovely"], ["bad story", long_text], ["a great film"]] * 3))
+
+    answers = asyncio.run(fire())
+    assert [a.status_code for a in answers] == [200, 422, 200] * 3
+    assert "inputs[1]: input has" in answers[1].json()["error"]["message"]
+    assert httpx.delete(f"{server.url}/v1/adapters/strict", headers=AUTH).status_code == 200
 
 
 @pytest.mark.parametrize(("path", "status", "message"), [

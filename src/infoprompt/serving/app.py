@@ -39,7 +39,7 @@ from infoprompt.serving.registry import (
     LoadedAdapter,
 )
 
-ERROR_STATUS = ((AdapterNotFound, 404), (AdapterConflict, 409), (ForbiddenPath, 403), (Busy, 503), (UserError, 422))
+ERROR_STATUS = ((AdapterNotFound, 404), (AdapterConflict, 409), (ForbiddenPath, 403), (UserError, 422))
 UNAUTHENTICATED = ("/healthz",)
 
 
@@ -261,8 +261,11 @@ def create_app(adapters: Mapping[str, str | Path] | None = None, *, registry: Ad
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # One inference thread: the passes of all adapters on a shared encoder must not overlap (see
+        # AdapterRegistry.model_thread); torch's own threads parallelise each pass.
         state.predictor = ThreadPoolExecutor(1, thread_name_prefix="infoprompt-predict")
         state.loader = ThreadPoolExecutor(1, thread_name_prefix="infoprompt-load")
+        registry.model_thread = state.predictor
         state.batcher = Batcher(state.predictor, settings.max_batch, settings.max_wait_ms / 1000,
                                 settings.max_queue, state.metrics.batch)
         try:
@@ -273,6 +276,7 @@ def create_app(adapters: Mapping[str, str | Path] | None = None, *, registry: Ad
         finally:
             state.ready = False
             await state.batcher.close()  # the server has drained its connections: finish what is queued
+            registry.model_thread = None
             state.predictor.shutdown(wait=True)
             state.loader.shutdown(wait=True)
 
@@ -305,6 +309,10 @@ def add_error_handlers(app: FastAPI) -> None:
     async def user_error(request: Request, error: UserError) -> JSONResponse:
         status = next(code for kind, code in ERROR_STATUS if isinstance(error, kind))
         return error_response(status, str(error))
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, error: Exception) -> JSONResponse:
+        return error_response(500, f"internal error ({type(error).__name__}); the server log has the details")
 
     @app.exception_handler(Busy)
     async def busy(request: Request, error: Busy) -> JSONResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Hashable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,14 +88,17 @@ class AdapterRegistry:
 
     Loads are serialised by a lock and may run in any thread; lookups take no lock (a dict read), so the
     event loop never waits for a load. ``separate_backbones`` gives each adapter a private copy of its
-    backbone instead, its weights in memory of its own: what a one-model-per-task server needs (the baseline
-    of ``benchmarks/serve_bench.py``).
+    backbone instead: what a one-model-per-task server needs (the baseline of ``benchmarks/serve_bench.py``).
     """
 
     def __init__(self, root: Path | None = None, cache_dir: str | None = None, separate_backbones: bool = False):
         self.root = root.resolve() if root is not None else None
         self.cache_dir = cache_dir
         self.separate_backbones = separate_backbones
+        # Where adapters are built on a backbone already in use: the server's inference thread, because the
+        # encoder and its tokenizer are not safe to share between threads (a fast tokenizer refuses a second
+        # caller, bottleneck adapters hook the encoder during their pass). None: the calling thread.
+        self.model_thread: Executor | None = None
         self.adapters: dict[str, LoadedAdapter] = {}
         self.backbones: dict[str, SharedBackbone] = {}
         self._lock = threading.Lock()
@@ -123,7 +127,10 @@ class AdapterRegistry:
             info = adapters.read_adapter_info(directory)
             shared = self._backbone_for(name, info, directory)
             try:
-                model = adapters.load_model(directory, shared.backbone)
+                if self.model_thread is None:
+                    model = adapters.load_model(directory, shared.backbone)
+                else:
+                    model = self.model_thread.submit(adapters.load_model, directory, shared.backbone).result()
             except UserError:
                 self._release(shared, name)
                 raise
@@ -140,9 +147,8 @@ class AdapterRegistry:
             key = f"{key}#{name}"
         shared = self.backbones.get(key)
         if shared is None:
-            backbone = adapters.load_backbone(info.backbone, self.cache_dir)
-            if self.separate_backbones:
-                backbone = adapters.own_weights(backbone)
+            # Weights in memory of its own: passes over a memory-mapped checkpoint ran slower (see own_weights).
+            backbone = adapters.own_weights(adapters.load_backbone(info.backbone, self.cache_dir))
             shared = SharedBackbone(key=key, backbone=backbone, fingerprint=adapters.fingerprint_of(backbone))
             self.backbones[key] = shared
         if info.backbone_fingerprint and info.backbone_fingerprint != shared.fingerprint:
