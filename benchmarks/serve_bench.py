@@ -11,7 +11,8 @@ one more encoder copy measured between the two largest separate runs; its rows s
 
 Per server: its resident memory after loading (VmRSS) and its peak (VmHWM), the seconds until ``/healthz``
 answered, then ``--requests`` requests (``--inputs`` SST-2 dev sentences each, round-robin over the adapters)
-from ``--concurrency`` concurrent clients in this process: requests/s, examples/s, and the p50/p99 latency of a
+from ``--concurrency`` concurrent clients in this process (``--fan-out``: the same sentences to every adapter
+in turn, where the probes' shared encoder pass encodes a sentence once for all of them): requests/s, examples/s, and the p50/p99 latency of a
 request. The shared and separate servers of one N run side by side and take turns in ``--rounds`` rounds (order
 alternating), so that what other programs do to the machine falls on both alike; no round starts after
 ``--time-limit`` seconds. The client runs on the same machine as the servers and shares its cores. Loopback
@@ -54,6 +55,8 @@ class Run:
     examples_per_s: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
+    inputs_per_batch: float = 0.0
+    batch_seconds: float = 0.0
     note: str = ""
 
 
@@ -121,7 +124,10 @@ async def load_round(url: str, names: list[str], sentences: list[str], first: in
     async def client(http: httpx.AsyncClient) -> None:
         nonlocal failed
         for i in numbers:
-            texts = [sentences[(i * args.inputs + k) % len(sentences)] for k in range(args.inputs)]
+            # --fan-out: N consecutive requests (one per adapter) carry the same sentences, as when every
+            # classifier of a service reads each text; otherwise every request has sentences of its own.
+            text_number = i // len(names) if args.fan_out else i
+            texts = [sentences[(text_number * args.inputs + k) % len(sentences)] for k in range(args.inputs)]
             sent = time.perf_counter()
             answer = await http.post(f"/v1/adapters/{names[i % len(names)]}/predict", json={"inputs": texts})
             latencies.append(time.perf_counter() - sent)
@@ -160,6 +166,17 @@ def interleaved_load(servers: dict[str, tuple[str, Run]], names: list[str], sent
         run.p99_ms = 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+def batch_metrics(url: str, run: Run) -> None:
+    """Mean inputs per micro-batch and the seconds spent computing batches, from the server's /metrics."""
+    totals: dict[str, float] = {}
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        for name in ("infoprompt_batch_inputs_sum", "infoprompt_batch_inputs_count", "infoprompt_batch_seconds_sum"):
+            if line.startswith(name + "{"):
+                totals[name] = totals.get(name, 0.0) + float(line.split()[-1])
+    run.inputs_per_batch = round(totals.get("infoprompt_batch_inputs_sum", 0) / max(1, totals.get("infoprompt_batch_inputs_count", 0)), 1)
+    run.batch_seconds = round(totals.get("infoprompt_batch_seconds_sum", 0.0), 1)
+
+
 def stop(process: subprocess.Popen) -> None:
     process.send_signal(signal.SIGTERM)
     try:
@@ -184,8 +201,9 @@ def measure(adapter: Path, count: int, modes: list[str], sentences: list[str], a
             for url, _ in servers.values():
                 asyncio.run(warm_up(url, names, sentences))
             interleaved_load(servers, names, sentences, args)
-            for process, (_, run) in zip(processes, servers.values(), strict=True):
+            for process, (url, run) in zip(processes, servers.values(), strict=True):
                 run.peak_mb = round(memory_mb(process.pid)[1])
+                batch_metrics(url, run)
         finally:
             for process in processes:
                 stop(process)
@@ -206,14 +224,15 @@ def extrapolated(runs: list[Run], count: int) -> Run | None:
 
 
 def table(runs: list[Run], args: argparse.Namespace) -> str:
-    lines = ["| adapters | server | RSS MiB | peak MiB | startup s | requests/s | examples/s | p50 ms | p99 ms | note |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| adapters | server | RSS MiB | peak MiB | startup s | requests/s | examples/s | p50 ms | p99 ms "
+             "| inputs/batch | batch compute s | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: (r.adapters, r.mode)):
         if r.requests:
-            cells = [f"{r.requests_per_s:.1f}", f"{r.examples_per_s:.1f}", f"{r.p50_ms:.0f}", f"{r.p99_ms:.0f}"]
+            cells = [f"{r.requests_per_s:.1f}", f"{r.examples_per_s:.1f}", f"{r.p50_ms:.0f}", f"{r.p99_ms:.0f}",
+                     f"{r.inputs_per_batch:.1f}", f"{r.batch_seconds:.1f}"]
             note = r.note or (f"{r.requests} requests, {r.failed} failed" if r.failed else f"{r.requests} requests")
         else:
-            cells, note = ["–"] * 4, r.note
+            cells, note = ["–"] * 6, r.note
         lines.append(f"| {r.adapters} | {r.mode} | {r.rss_mb:.0f} | {r.peak_mb or '–'} | {r.startup_s or '–'} | "
                      + " | ".join(cells) + f" | {note} |")
     return "\n".join(lines)
@@ -230,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--inputs", type=int, default=4, help="sentences per request")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--fan-out", action="store_true",
+                        help="send the same sentences to every adapter in turn (one request per adapter)")
     parser.add_argument("--time-limit", type=float, default=240,
                         help="no new round starts after this many seconds of load per N")
     parser.add_argument("--startup-limit", type=float, default=900)
@@ -247,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(guess)
     config = json.loads((args.adapter / "adapter_config.json").read_text())
     print(f"adapter: {config['method']} on {config['backbone']}; {args.requests} requests of {args.inputs} inputs "
-          f"per server in {args.rounds} interleaved rounds, {args.concurrency} concurrent clients; server --threads {args.threads} --max-batch {args.max_batch} "
+          f"per server in {args.rounds} interleaved rounds{', fanned out to every adapter' if args.fan_out else ''}, "
+          f"{args.concurrency} concurrent clients; server --threads {args.threads} --max-batch {args.max_batch} "
           f"--max-wait-ms {args.max_wait_ms}; {os.cpu_count()} CPUs\n")
     print(table(runs, args))
     if args.json:

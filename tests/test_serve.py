@@ -398,11 +398,13 @@ def test_shutdown_drains_requests_in_flight(workdir):
     (["--adapter", "probe=root/linear-probe", "--adapter", "bad=root/mismatch"], "trained on backbone"),
     (["--token-file", "no-such-file"], "--token-file no-such-file"),
     (["--max-wait-ms", "-1"], "must be a finite number >= 0"),
+    (["--port", "70000"], "cannot listen there"),
+    (["--host", "203.0.113.7"], "cannot listen there"),
 ])
 def test_startup_mistakes_are_one_line_errors(workdir, monkeypatch, capsys, args, message):
     monkeypatch.chdir(workdir)
     try:
-        status = main(["serve", "--port", str(free_port()), *args])
+        status = main(["serve", *([] if "--port" in args else ["--port", str(free_port())]), *args])
     except SystemExit as usage_error:  # argparse's own mistakes
         status = usage_error.code
     error = capsys.readouterr().err.strip()

@@ -341,7 +341,8 @@ def add_routes(app: FastAPI, state: ServerState) -> None:
     @app.delete("/v1/adapters/{name}")
     async def remove_adapter(name: str) -> dict[str, object]:
         removed = await state.in_loader(registry.remove, name)
-        if not any(other.lane == removed.lane for other in registry.adapters.values()):
+        # A copy of the values: a load in the loader thread may add an adapter meanwhile.
+        if not any(other.lane == removed.lane for other in list(registry.adapters.values())):
             state.batcher.retire(removed.lane)
         return {"removed": name}
 

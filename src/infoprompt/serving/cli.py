@@ -42,7 +42,7 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--adapter-root", help="the only directory adapters may be loaded from; also turns on "
                                               "POST /v1/adapters (runtime loading)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=POSITIVE, default=8080)
+    serve.add_argument("--port", type=POSITIVE, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--token-file", help="file holding a bearer token that every request but /healthz must send")
     serve.add_argument("--max-batch", type=POSITIVE, default=32, help="inputs per micro-batch (default 32)")
     serve.add_argument("--max-wait-ms", type=non_negative_float, default=2.0,
@@ -89,9 +89,10 @@ def bound_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as error:
+    except (OSError, OverflowError) as error:  # OverflowError: a port over 65535
         sock.close()
-        raise UserError(f"--host {host} --port {port}: cannot listen there ({error.strerror})") from None
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({reason})") from None
     sock.set_inheritable(True)
     return sock
 
@@ -124,9 +125,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--adapter-root {args.adapter_root} is not a directory")
     token = read_token(args.token_file) if args.token_file else None
     loopback = is_loopback(args.host)
-    if not loopback and token is None:
-        print(f"infoprompt: warning: serving on {args.host} without --token-file: anyone who can reach the port "
-              "can use the adapters", file=sys.stderr)
     torch.set_num_threads(args.threads)
     quiet_progress_bars()
     registry = AdapterRegistry(Path(args.adapter_root) if args.adapter_root else None, args.cache_dir,
@@ -137,6 +135,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, token=token,
                              allowed_hosts=LOOPBACK_NAMES if loopback else None)
     sock = bound_socket(args.host, args.port)
+    if not loopback and token is None:
+        print(f"infoprompt: warning: serving on {args.host} without --token-file: anyone who can reach the port "
+              "can use the adapters", file=sys.stderr)
     config = uvicorn.Config(create_app(registry=registry, settings=settings), log_level=args.log_level,
                             timeout_graceful_shutdown=args.drain_timeout, access_log=args.log_level in ("info", "debug"))
     print(f"infoprompt: serving {len(registry.adapters)} adapter(s) on {len(registry.backbones)} backbone(s) at "

@@ -131,7 +131,7 @@ class AdapterRegistry:
                     model = adapters.load_model(directory, shared.backbone)
                 else:
                     model = self.model_thread.submit(adapters.load_model, directory, shared.backbone).result()
-            except UserError:
+            except BaseException:
                 self._release(shared, name)
                 raise
             group = adapters.feature_group(model, info.kind)
