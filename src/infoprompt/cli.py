@@ -22,6 +22,7 @@ from infoprompt.options import (
     parse_shots,
     task_name,
 )
+from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
 
@@ -236,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("tasks", help="list tasks").set_defaults(handler=cmd_tasks)
     commands.add_parser("methods", help="list methods").set_defaults(handler=cmd_methods)
-    for register in (add_experiment_commands, add_analysis_commands, add_theory_commands):
+    for register in (add_experiment_commands, add_analysis_commands, add_theory_commands, add_serve_command):
         register(commands)
     return parser
 

@@ -1,0 +1,155 @@
+"""The server's only door into the library: read an adapter's config, load backbones and adapters, predict.
+
+Everything else in :mod:`infoprompt.serving` calls these functions and never the library's model code, so
+that a change of the library's internals is mended here alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from infoprompt.errors import UserError
+from infoprompt.io_utils import read_json_object
+
+CONFIG_NAME = "adapter_config.json"
+# Kinds whose prediction is a head on the frozen encoder's plain features: adapters of these kinds that encode
+# an input the same way (template, token budget, pooling) on the same backbone share one encoder pass.
+PLAIN_FEATURE_KINDS = ("linear-probe",)
+FEATURE_BATCH = 64
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """What ``adapter_config.json`` says about an adapter, read without loading any model.
+
+    Attributes:
+        task: the task name; ``fields`` are its text fields, in template order.
+        method: the method name; ``kind`` the kind of model it builds.
+        labels: class names in head order.
+        backbone: the backbone name as saved; ``backbone_fingerprint`` its saved fingerprint (may be empty).
+    """
+
+    task: str
+    method: str
+    kind: str
+    labels: tuple[str, ...]
+    fields: tuple[str, ...]
+    backbone: str
+    backbone_fingerprint: dict[str, object]
+
+
+def read_adapter_info(directory: Path) -> AdapterInfo:
+    """The task, method, kind, labels and backbone of the adapter in ``directory``."""
+    from infoprompt.kinds import kind_of
+    from infoprompt.tasks import get_task
+
+    path = directory / CONFIG_NAME
+    if not directory.is_dir():
+        raise UserError(f"adapter directory {directory} does not exist")
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    config = read_json_object(path)
+    for name in ("task", "method", "backbone"):
+        if not isinstance(config.get(name), str):
+            raise UserError(f"{path}: field {name} must be a string, got {config.get(name)!r}")
+    fingerprint = config.get("backbone_fingerprint") or {}
+    if not isinstance(fingerprint, dict):
+        raise UserError(f"{path}: backbone_fingerprint must be an object, got {fingerprint!r}")
+    try:
+        task = get_task(config["task"])
+        kind = kind_of(config["method"]).name
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
+    labels = config.get("labels") or list(task.labels)
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
+        raise UserError(f"{path}: labels must be a list of names, got {labels!r}")
+    return AdapterInfo(task=task.name, method=config["method"], kind=kind, labels=tuple(labels),
+                       fields=tuple(task.fields), backbone=config["backbone"], backbone_fingerprint=fingerprint)
+
+
+def backbone_key(name: str) -> str:
+    """One spelling per backbone: a local directory by its resolved path, anything else by its name."""
+    local = Path(name).expanduser()
+    return str(local.resolve()) if local.exists() else name
+
+
+def load_backbone(name: str, cache_dir: str | None = None) -> Any:
+    from infoprompt.backbones import load_backbone as load
+
+    return load(name, cache_dir=cache_dir)
+
+
+def own_weights(backbone: Any) -> Any:
+    """``backbone`` with its weights copied into memory of its own. A loaded encoder may keep its weights in the
+    memory-mapped checkpoint file; in a server process here its passes ran about 3x slower so (MiniLM, 32
+    inputs: 2.0-2.4 s against 0.7-0.9 s), and separate per-task models (fine-tuned, as SetFit's are) hold
+    their own weights anyway, which is what the one-model-per-task baseline must cost."""
+    with torch.no_grad():
+        for tensor in [*backbone.model.parameters(), *backbone.model.buffers()]:
+            tensor.data = tensor.data.clone()
+    return backbone
+
+
+def fingerprint_of(backbone: Any) -> dict[str, object]:
+    return backbone.fingerprint()
+
+
+def load_model(directory: Path, backbone: Any) -> Any:
+    """The adapter in ``directory`` built on ``backbone`` (which the library checks against its fingerprint)."""
+    from infoprompt.kinds import load_adapter
+
+    return load_adapter(directory, backbone=backbone).eval()
+
+
+def feature_group(model: Any, kind: str) -> Hashable | None:
+    """A key shared by every loaded adapter whose features are the same encoder pass over the same input
+    (same backbone object, template, token budget, truncation and pooling), or ``None`` for a model whose
+    encoder pass is its own (prompted inputs, a fine-tuned private body)."""
+    if kind not in PLAIN_FEATURE_KINDS:
+        return None
+    config = model.config
+    return (id(model.backbone), config.task, config.template, config.max_length, config.truncate, config.pooling)
+
+
+def _records(labels: Sequence[str], probabilities: torch.Tensor) -> list[dict[str, object]]:
+    """The records of :func:`infoprompt.training.inference.predict`: the arg-max label and every label's
+    probability, rounded as that function rounds them."""
+    return [
+        {"label": labels[int(row.argmax())],
+         "probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
+        for row in probabilities
+    ]
+
+
+def predict(model: Any, rows: Sequence[dict[str, str]], sources: Sequence[str]) -> list[dict[str, object]]:
+    """One ``{"label", "probabilities"}`` record per row, exactly as ``infoprompt predict`` computes it."""
+    from infoprompt.training.inference import predict as library_predict
+
+    return library_predict(model, rows, batch_size=FEATURE_BATCH, sources=sources)
+
+
+@torch.no_grad()
+def plain_features(model: Any, rows: Sequence[dict[str, str]], sources: Sequence[str]) -> torch.Tensor:
+    """The features (N, D) that a plain-feature adapter's head reads, in row order, computed in length-sorted
+    batches as :func:`infoprompt.training.inference.predict` does (so the numbers are the ones it gets)."""
+    from infoprompt.tasks import Example
+    from infoprompt.training.data import batches, encode_examples, length_sorted, prompted_batch
+
+    encoded = encode_examples(model, [Example(fields=dict(r), source=s) for r, s in zip(rows, sources, strict=True)])
+    result = torch.empty(len(rows), model.head.in_features)
+    for chunk in batches(length_sorted(encoded), FEATURE_BATCH):
+        result[chunk] = model.features(prompted_batch(model, encoded, chunk)).float().cpu()
+    return result
+
+
+@torch.no_grad()
+def head_records(model: Any, features: torch.Tensor) -> list[dict[str, object]]:
+    """The records of a plain-feature adapter from features of :func:`plain_features`."""
+    head = model.head
+    probabilities = head(features.to(head.weight.device, head.weight.dtype)).float().softmax(-1).cpu()
+    return _records(model.config.labels, probabilities)
