@@ -18,7 +18,7 @@ from infoprompt.pipeline import run_training
 
 ray = pytest.importorskip("ray")
 
-from infoprompt.experiments.ray_backend import RayOptions  # noqa: E402
+from infoprompt.experiments.ray_backend import RayOptions, run_sweep_ray  # noqa: E402
 
 HERE = Path(__file__).parent
 # What differs between any two runs of one cell: clocks, the machine's description, the failure's stack.
@@ -69,7 +69,7 @@ def test_ray_sweep_survives_a_killed_worker_and_matches_the_local_backend(ray_he
     runner = ray_cells.KillOnce(victim=("warp", 1), marker=str(marker), ledger=str(ledger))
     options = RayOptions(max_retries=2)
 
-    summary = run_sweep(cells, tmp_path / "ray", runner=runner, backend=options, progress=False, echo=_quiet)
+    summary = run_sweep_ray(cells, tmp_path / "ray", runner=runner, options=options, progress=False, echo=_quiet)
     assert marker.exists(), "the victim cell's first try should have killed its worker"
     finished = ledger.read_text().splitlines()
     assert sorted(finished) == sorted(ok_ids)  # every cell finished exactly once, the killed one included
@@ -85,12 +85,12 @@ def test_ray_sweep_survives_a_killed_worker_and_matches_the_local_backend(ray_he
 
     # A rerun starts nothing that finished: only the failed cell is tried again, as the local backend does.
     before = {cell.id: record_path(tmp_path / "ray", cell).read_bytes() for cell in cells if cell.id in ok_ids}
-    again = run_sweep(cells, tmp_path / "ray", runner=runner, backend=options, progress=False, echo=_quiet)
+    again = run_sweep_ray(cells, tmp_path / "ray", runner=runner, options=options, progress=False, echo=_quiet)
     assert again.skipped == 4 and again.finished == 0 and len(again.failed) == 1
     assert ledger.read_text().splitlines() == finished
     assert {i: record_path(tmp_path / "ray", c).read_bytes() for c in cells if (i := c.id) in ok_ids} == before
     finished_only = [cell for cell in cells if cell.id in ok_ids]
-    idle = run_sweep(finished_only, tmp_path / "ray", runner=runner, backend=options, progress=False, echo=_quiet)
+    idle = run_sweep_ray(finished_only, tmp_path / "ray", runner=runner, options=options, progress=False, echo=_quiet)
     assert (idle.skipped, idle.finished, idle.failed) == (4, 0, [])
 
 
@@ -100,8 +100,8 @@ def test_a_cell_whose_worker_dies_on_every_try_is_recorded_as_failed(ray_head, t
 
     cells = _grid(tiny_bert_dir, data_dir, methods=["linear-probe"], seeds=[1])
     tries = tmp_path / "tries"
-    summary = run_sweep(cells, tmp_path / "res", runner=ray_cells.AlwaysDie(str(tries)),
-                        backend=RayOptions(max_retries=1), progress=False, echo=_quiet)
+    summary = run_sweep_ray(cells, tmp_path / "res", runner=ray_cells.AlwaysDie(str(tries)),
+                            options=RayOptions(max_retries=1), progress=False, echo=_quiet)
     assert len(tries.read_text().splitlines()) == 2  # the first try and one retry
     assert [cell for cell, _ in summary.failed] == [cells[0].id] and summary.finished == 0
     record = json.loads(record_path(tmp_path / "res", cells[0]).read_text())

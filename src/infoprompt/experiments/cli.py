@@ -86,8 +86,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
     runner = TrackedRunner(run_training, tracker) if tracker is not None else run_training
     print(f"sweep: {len(cells)} cell(s){label} -> {args.results}" + (" on Ray" if backend is not None else ""))
-    summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet, runner=runner,
-                        backend=backend)
+    if backend is None:
+        summary = run_sweep(cells, args.results, save_runs=args.save_runs, progress=not args.quiet, runner=runner)
+    else:
+        from infoprompt.experiments.ray_backend import run_sweep_ray
+
+        summary = run_sweep_ray(cells, args.results, options=backend, save_runs=args.save_runs, runner=runner,
+                                progress=not args.quiet)
     print(summary.line())
     for cell_id, error in summary.failed:
         print(f"  failed {cell_id}: {error}")

@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -32,9 +32,6 @@ from infoprompt.experiments.store import (
 from infoprompt.pipeline import run_training
 from infoprompt.progress import bar_disabled
 from infoprompt.training.runtime import process_state
-
-if TYPE_CHECKING:
-    from infoprompt.experiments.ray_backend import RayOptions
 
 Runner = Callable[..., dict[str, Any]]
 
@@ -124,7 +121,6 @@ def run_sweep(
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
     pass_started: float | None = None,
-    backend: RayOptions | None = None,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` and store one record per cell in ``results_dir``.
 
@@ -135,14 +131,7 @@ def run_sweep(
     (``<cell>.claim``) while it runs, so sweeps started side by side on one results directory share the work.
     A failure recorded after ``pass_started`` (a ``time.time()``; default: when this call starts) counts as
     taken, so workers of one pass do not each run a failing cell.
-    ``backend``: ``None`` runs the cells in this process; :class:`~infoprompt.experiments.ray_backend.RayOptions`
-    runs each as a Ray task instead (experiments/ray_backend.py).
     """
-    if backend is not None:
-        from infoprompt.experiments.ray_backend import run_sweep_ray
-
-        return run_sweep_ray(cells, results_dir, options=backend, save_runs=save_runs, runner=runner,
-                             progress=progress, echo=echo)
     results_dir = Path(results_dir)
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
