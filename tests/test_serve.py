@@ -115,7 +115,7 @@ def workdir(tiny_model_dirs, tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("serve")
     shutil.copytree(tiny_model_dirs["bert"], work / "tiny-bert")
     root = work / "root"
-    for kind in ("classifier", "linear-probe", "peft", "setfit"):
+    for kind in ("prompt", "linear-probe", "peft", "setfit", "setfit-lora", "released"):
         shutil.copytree(FIXTURES / kind, root / kind)
     negated_probe(FIXTURES / "linear-probe", root / "probe-b")
     pair_probe(work, root / "pair")
@@ -138,12 +138,14 @@ def workdir(tiny_model_dirs, tmp_path_factory) -> Path:
     return work
 
 
-SERVED = {"ip": "classifier", "probe": "linear-probe", "probe-b": "probe-b", "peft": "peft", "pair": "pair"}
+SERVED = {"ip": "prompt", "probe": "linear-probe", "probe-b": "probe-b", "peft": "peft", "pair": "pair",
+          "released": "released"}
+SETFIT_SERVED = {"setfit": "setfit", "lora": "setfit-lora"}
 
 
 @pytest.fixture(scope="module")
 def server(workdir):
-    served = dict(SERVED, **({"setfit": "setfit"} if HAS_SETFIT else {}))
+    served = dict(SERVED, **(SETFIT_SERVED if HAS_SETFIT else {}))
     args = [arg for name, path in served.items() for arg in ("--adapter", f"{name}=root/{path}")]
     running = Server(workdir, *args, "--adapter-root", "root", "--token-file", "token", "--max-inputs", "8",
                      "--max-body-bytes", "4096", "--max-wait-ms", "5")
@@ -169,22 +171,22 @@ def test_health_is_open_and_the_listing_shows_every_adapter_on_one_backbone(serv
     listing = httpx.get(f"{server.url}/v1/adapters", headers=AUTH).json()
     by_name = {a["name"]: a for a in listing["adapters"]}
     assert by_name["probe"]["kind"] == "linear-probe" and by_name["probe"]["shared_encoder_pass"]
-    assert by_name["ip"]["kind"] == "classifier" and not by_name["ip"]["shared_encoder_pass"]
+    assert by_name["ip"]["kind"] == "prompt" and not by_name["ip"]["shared_encoder_pass"]
     assert by_name["pair"]["task"] == "mrpc" and by_name["pair"]["fields"] == ["sentence1", "sentence2"]
     assert by_name["ip"]["labels"] == ["negative", "positive"] and by_name["ip"]["backbone"] == "tiny-bert"
     assert len(listing["backbones"]) == 1  # one encoder in memory for all of them
     assert sorted(listing["backbones"][0]["adapters"]) == sorted(by_name)
 
 
-@pytest.mark.parametrize("name", [*SERVED, "setfit"])
+@pytest.mark.parametrize("name", [*SERVED, *SETFIT_SERVED])
 def test_answers_equal_infoprompt_predict(server, workdir, name, monkeypatch, capsys):
-    if name == "setfit" and not HAS_SETFIT:
+    if name in SETFIT_SERVED and not HAS_SETFIT:
         pytest.skip("the setfit extra is not installed")
     inputs = PAIRS if name == "pair" else [{"sentence": text} for text in TEXTS]
     sent = inputs if name == "pair" else [row["sentence"] for row in inputs]
     answer = post(server, name, {"inputs": sent, "return_proba": True})
     assert answer.status_code == 200, answer.text
-    expected = cli_predict(workdir, workdir / "root" / dict(SERVED, setfit="setfit")[name], inputs, monkeypatch, capsys)
+    expected = cli_predict(workdir, workdir / "root" / dict(SERVED, **SETFIT_SERVED)[name], inputs, monkeypatch, capsys)
     got = answer.json()["predictions"]
     assert [p["label"] for p in got] == [e["label"] for e in expected]
     for prediction, record in zip(got, expected, strict=True):
