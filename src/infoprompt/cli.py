@@ -155,32 +155,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from infoprompt.inputs import read_inputs
-    from infoprompt.io_utils import atomic_write_text, check_output_file
+    """Read, predict and write in chunks (:data:`~infoprompt.inputs.CHUNK_ROWS` rows), so that memory does not
+    grow with the input; a file input is checked whole before the encoder loads."""
+    from infoprompt.inputs import iter_inputs
+    from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
-    from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
-    if args.output:
-        check_output_file(args.output)
+    output = args.output or "-"
+    check_output_file(output)
     task = adapter_task(args.adapter)
-    inputs = read_inputs(args.input, task, encoding=args.encoding) if task is not None else None
+    if task is not None and args.input != "-":
+        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
+            pass
     model = load_adapter(args.adapter, cache_dir=args.cache_dir).to(device)
-    if inputs is None:
-        inputs = read_inputs(args.input, model.task, encoding=args.encoding)
-    if inputs.skipped and not args.quiet:
-        print(f"infoprompt: skipped {inputs.skipped} blank line(s); each record names its input line",
-              file=sys.stderr)
-    records = predict(model, inputs.rows, args.batch_size, args.precision, inputs.sources)
-    lines = [json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False)
-             for line, record in zip(inputs.lines, records, strict=True)]
-    text = "".join(line + "\n" for line in lines)
-    if args.output:
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
+    skipped = 0
+    with open_output(output) as handle:
+        for chunk in iter_inputs(args.input, model.task, encoding=args.encoding):
+            skipped += chunk.skipped
+            handle.write(_prediction_lines(model, chunk, args).encode("utf-8"))
+            handle.flush()
+    if skipped and not args.quiet:
+        print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
     return 0
+
+
+def _prediction_lines(model, chunk, args: argparse.Namespace) -> str:
+    from infoprompt.training.inference import predict
+
+    records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
+    return "".join(json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False) + "\n"
+                   for line, record in zip(chunk.lines, records, strict=True))
 
 
 def adapter_task(directory: str):

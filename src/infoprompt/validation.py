@@ -8,6 +8,7 @@ import math
 import numbers
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -168,3 +169,19 @@ def check_finite(tensors: Mapping[str, Any], where: str) -> None:
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise UserError(f"{where}: {name} holds NaN or infinite values")
+
+
+def is_blank(text: str) -> bool:
+    """Text with nothing a tokenizer keeps: whitespace, or invisible format characters (zero-width spaces and
+    joiners, byte-order marks) only."""
+    stripped = text.strip()
+    return not stripped or all(char.isspace() or unicodedata.category(char) in ("Cf", "Cc") for char in stripped)
+
+
+def check_encodable(text: str, where: str) -> None:
+    """Refuse a lone surrogate (``"\\ud800"`` in JSON), which is no character and no tokenizer takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise UserError(f"{where} holds a lone surrogate (U+{ord(text[error.start]):04X}) at character "
+                        f"{error.start + 1}, which is not text") from None

@@ -1,0 +1,186 @@
+"""Regression tests of issue 32: device outputs, streamed prediction, untrusted adapters, report directories,
+feature-store entries, YAML aliases and signals."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import sys
+import threading
+
+import pytest
+from robust_helpers import run_cli
+
+import infoprompt.io_utils as io_utils
+from infoprompt.errors import UserError
+from infoprompt.io_utils import decode_lines
+
+ROWS = b'{"sentence": "great movie"}\n{"sentence": "bad film"}\n{"sentence": "boring story"}\n'
+
+
+@pytest.fixture
+def no_rename(monkeypatch):
+    """Any temp-and-rename would fail the test (and, run as root, not replace a device)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"os.replace{args} was called")
+
+    monkeypatch.setattr(io_utils.os, "replace", refuse)
+
+
+# -- 1: devices, FIFOs and - are written in place ---------------------------------------------------------------
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/stdout", "-"])
+def test_stream_targets_are_recognised(target):
+    assert io_utils.is_stream_target(target)
+
+
+def test_regular_files_and_new_paths_are_not_streamed(tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    assert not io_utils.is_stream_target(tmp_path / "old.txt") and not io_utils.is_stream_target(tmp_path / "new.txt")
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/stdout"])
+def test_predict_writes_to_a_device_in_place(tiny_run, tmp_path, no_rename, target):
+    (tmp_path / "in.jsonl").write_bytes(ROWS)
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--output", target, "--quiet")
+    assert result.code == 0, result.err
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    if target == "/dev/stdout":
+        assert [json.loads(line)["line"] for line in result.out.splitlines()] == [1, 2, 3]
+    assert [p.name for p in tmp_path.iterdir()] == ["in.jsonl"]
+
+
+def test_predict_writes_into_a_fifo(tiny_run, tmp_path, no_rename):
+    (tmp_path / "in.jsonl").write_bytes(ROWS)
+    fifo = tmp_path / "preds"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--output", fifo, "--quiet")
+    reader.join(timeout=60)
+    assert result.code == 0, result.err
+    assert received and len(received[0].splitlines()) == 3
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_eval_output_to_dev_null_is_written_in_place(tiny_run, sst2_dir, no_rename):
+    result = run_cli("eval", "--adapter", tiny_run, "--data-dir", sst2_dir, "--output", "/dev/null", "--quiet")
+    assert result.code == 0, result.err
+
+
+def test_a_failed_regular_output_leaves_nothing(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError), io_utils.open_output(target) as handle:
+        handle.write(b"half")
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symlinked_output_stays_a_link(tmp_path):
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    (tmp_path / "link.txt").symlink_to(real)
+    io_utils.atomic_write_text(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and real.read_text() == "new"
+
+
+# -- 7: predict streams: read, predict, write in chunks --------------------------------------------------------
+class InterruptedStdin(io.RawIOBase):
+    """Standard input that gives one line per read, then is interrupted (as by Ctrl-C or SIGTERM)."""
+
+    def __init__(self, lines: list[bytes]):
+        self.lines = list(lines)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self.lines:
+            raise KeyboardInterrupt
+        line = self.lines.pop(0)
+        buffer[: len(line)] = line
+        return len(line)
+
+
+def test_predict_writes_each_chunk_before_reading_on(tiny_run, monkeypatch):
+    monkeypatch.setattr("infoprompt.inputs.CHUNK_ROWS", 2)
+    lines = [b'{"sentence": "great movie"}\n'] * 5
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(InterruptedStdin(lines), 64)))
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--quiet")
+    assert result.code == 130 and "interrupted" in result.err
+    # The two full chunks were predicted and written before the interrupt; the fifth row was still pending.
+    assert [json.loads(line)["line"] for line in result.out.splitlines()] == [1, 2, 3, 4]
+
+
+def test_a_file_input_is_checked_whole_before_the_encoder_loads(tiny_run, tmp_path, monkeypatch):
+    monkeypatch.setattr("infoprompt.inputs.CHUNK_ROWS", 2)
+    (tmp_path / "in.jsonl").write_bytes(ROWS * 3 + b'{"sentence": ""}\n')
+    monkeypatch.setattr("infoprompt.kinds.load_adapter", lambda *a, **k: pytest.fail("the adapter was loaded"))
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--quiet")
+    assert result.one_line_error and "in.jsonl:10: empty text field(s) sentence" in result.err and result.out == ""
+
+
+def test_chunked_predictions_equal_whole_ones(tiny_run, tmp_path, monkeypatch):
+    (tmp_path / "in.jsonl").write_bytes(ROWS * 4)
+    whole = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--quiet")
+    monkeypatch.setattr("infoprompt.inputs.CHUNK_ROWS", 5)
+    chunked = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--quiet")
+    assert whole.code == chunked.code == 0 and whole.out == chunked.out and len(whole.out.splitlines()) == 12
+
+
+# -- 8 and severity 3/4 of predict input ------------------------------------------------------------------------
+def test_a_lone_surrogate_is_one_line(tiny_run):
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--quiet", stdin=b'{"sentence": "a \\ud800"}\n')
+    assert result.one_line_error and "<stdin>:1: field sentence holds a lone surrogate (U+D800)" in result.err
+
+
+def test_a_codec_that_is_not_a_text_encoding_is_one_line(tiny_run):
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--encoding", "rot13", "--quiet",
+                     stdin=b"good film\n")
+    assert result.one_line_error and "'rot13' is not a text encoding" in result.err
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u200b\u200d \ufeff"])
+def test_zero_width_text_counts_as_empty(tiny_run, text):
+    line = json.dumps({"sentence": text}).encode() + b"\n"
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--quiet", stdin=line)
+    assert result.one_line_error and "empty text field(s) sentence" in result.err
+
+
+def test_a_duplicated_tsv_column_is_refused(tiny_run, tmp_path):
+    (tmp_path / "in.tsv").write_text("sentence\tsentence\ngood film\tbad film\n")
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.tsv", "--quiet")
+    assert result.one_line_error and "in.tsv:1: the header names column(s) sentence more than once" in result.err
+
+
+def test_cr_line_endings_are_read_as_lines(tiny_run, tmp_path):
+    assert decode_lines(b"sentence\tlabel\rgood\t1\rbad\t0\r", "x") == [(1, "sentence\tlabel"), (2, "good\t1"),
+                                                                        (3, "bad\t0"), (4, "")]
+    (tmp_path / "in.tsv").write_bytes(b"sentence\rgood film\rbad film\r")
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.tsv", "--quiet")
+    assert result.code == 0, result.err
+    assert [json.loads(line)["line"] for line in result.out.splitlines()] == [2, 3]
+
+
+def test_an_output_name_over_the_limit_is_one_line(tiny_run, tmp_path):
+    (tmp_path / "in.jsonl").write_bytes(ROWS)
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.jsonl", "--quiet",
+                     "--output", tmp_path / ("p" * 300))
+    assert result.one_line_error and "is longer than" in result.err
+
+
+def test_a_legal_long_name_gets_a_legal_scratch_name(tmp_path):
+    target = tmp_path / ("r" * 250)
+    io_utils.atomic_write_text(target, "x")
+    assert target.read_text() == "x"
+    with io_utils.staged_directory(tmp_path / ("d" * 250)) as staging:
+        (staging / "f").write_text("y")
+    assert (tmp_path / ("d" * 250) / "f").read_text() == "y"
+
+
+def test_a_long_name_for_a_run_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="is longer than"), io_utils.staged_directory(tmp_path / ("d" * 300)):
+        pass
