@@ -470,7 +470,7 @@ def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backb
     """Load the adapter in ``directory`` as ``model_type`` on ``backbone`` (the saved one unless given), on the
     backbone's device: the one place every kind's loading goes through."""
     if backbone is None:
-        backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+        backbone = load_backbone(config.backbone, cache_dir=cache_dir, from_file=True)
     return model_type.load(directory, config, backbone).to(backbone.device)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
+import shutil
 import stat
 import sys
 import threading
@@ -184,3 +186,104 @@ def test_a_legal_long_name_gets_a_legal_scratch_name(tmp_path):
 def test_a_long_name_for_a_run_is_one_line(tmp_path):
     with pytest.raises(UserError, match="is longer than"), io_utils.staged_directory(tmp_path / ("d" * 300)):
         pass
+
+
+@pytest.mark.parametrize("policy", ["cut-end", "cut-start", "cut-middle", "keep"])
+def test_cutting_characters_first_keeps_the_same_tokens(bert_backbone, policy):
+    from infoprompt.templates import Template, TemplateEncoder, clip_characters
+
+    template = Template.parse(f"<cls> <p> {{sentence:{policy}}} <p> <mask> <sep>")
+    encoder = TemplateEncoder(bert_backbone.tokenizer, template, 2, 32)
+    text = " ".join(["great movie and a boring story", "the actor was brilliant"] * 2000)
+    clipped = clip_characters(text, 32, policy)
+    assert len(clipped) < len(text) // 10
+    assert encoder.encode_many([{"sentence": clipped}]) == encoder.encode_many([{"sentence": text}])
+
+
+def test_a_huge_line_reaches_the_tokenizer_cut(tiny_run, monkeypatch):
+    from infoprompt.templates import CHARS_PER_TOKEN, TemplateEncoder
+
+    seen: list[int] = []
+    original = TemplateEncoder.encode_many
+
+    def spy(self, field_texts, sources=None):
+        seen.extend(len(text) for fields in field_texts for text in fields.values())
+        return original(self, field_texts, sources)
+
+    monkeypatch.setattr(TemplateEncoder, "encode_many", spy)
+    line = json.dumps({"sentence": "good film " * 300_000}).encode() + b"\n"
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--quiet", stdin=line)
+    assert result.code == 0, result.err
+    assert seen and max(seen) <= 32 * CHARS_PER_TOKEN  # the tiny run's max_length is 32
+
+
+# -- 2: an adapter never runs its backbone's code ----------------------------------------------------------------
+EVIL_MODULE = '''
+import pathlib
+pathlib.Path(MARKER).write_text("the backbone's code ran")
+from transformers import PretrainedConfig
+class EvilConfig(PretrainedConfig):
+    model_type = "evilnet"
+'''
+
+
+def evil_adapter(tiny_run, tmp_path, make_backbone):
+    backbone = tmp_path / "evil-backbone"
+    make_backbone(backbone)
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny_run, adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    config["backbone"] = str(backbone)
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    return adapter, backbone
+
+
+def remote_code_backbone(directory):
+    directory.mkdir()
+    (directory / "evil.py").write_text(EVIL_MODULE.replace("MARKER", repr(str(directory.parent / "RAN"))))
+    (directory / "config.json").write_text(json.dumps(
+        {"model_type": "evilnet", "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"}}))
+
+
+@pytest.mark.parametrize("command", ["eval", "predict"])
+def test_an_adapter_backbone_with_custom_code_never_runs_it(tiny_run, tmp_path, sst2_dir, command):
+    adapter, backbone = evil_adapter(tiny_run, tmp_path, remote_code_backbone)
+    (tmp_path / "in.jsonl").write_bytes(ROWS)
+    extra = ("--data-dir", sst2_dir) if command == "eval" else ("--input", tmp_path / "in.jsonl")
+    result = run_cli(command, "--adapter", adapter, "--quiet", *extra, stdin=b"y\ny\ny\n")
+    assert not (tmp_path / "RAN").exists()
+    assert result.one_line_error and "never runs a model's code" in result.err
+
+
+def test_an_adapter_backbone_is_never_downloaded(tiny_run, tmp_path, sst2_dir, monkeypatch):
+    import infoprompt.backbones as backbones
+
+    calls = []
+    original = backbones.AutoConfig.from_pretrained
+
+    def spy(location, **kwargs):
+        calls.append(kwargs)
+        return original(location, **kwargs)
+
+    monkeypatch.setattr(backbones.AutoConfig, "from_pretrained", spy)
+    result = run_cli("eval", "--adapter", tiny_run, "--data-dir", sst2_dir, "--quiet")
+    assert result.code == 0, result.err
+    assert calls and all(c.get("local_files_only") is True and c.get("trust_remote_code") is False for c in calls)
+
+
+def test_a_backbone_with_a_malicious_pickle_is_one_line(tiny_run, tmp_path, sst2_dir, tiny_bert, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    def pickled_backbone(directory):
+        shutil.copytree(tiny_bert, directory)
+        (directory / "model.safetensors").unlink()
+        (directory / "pytorch_model.bin").write_bytes(pickle.dumps(MaliciousPickle(), protocol=2))
+
+    adapter, backbone = evil_adapter(tiny_run, tmp_path, pickled_backbone)
+    result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
+    assert not (tmp_path / "PICKLE-RAN").exists()
+    assert result.one_line_error and "pickled weights were refused" in result.err
+
+
+class MaliciousPickle:
+    def __reduce__(self):
+        return (os.system, ("touch PICKLE-RAN",))
