@@ -325,6 +325,25 @@ def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
             shutil.rmtree(backup, ignore_errors=True)
 
 
+def replace_directory(staging: Path, final: Path) -> None:
+    """Rename ``staging`` to ``final``; an existing ``final`` moves aside first and is deleted once the new one
+    is in place (put back if the rename fails). Errors are ``OSError``."""
+    backup = None
+    if final.exists():
+        backup = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(final.name)}{os.getpid()}.", suffix=".old",
+                                       dir=final.parent))
+        os.replace(final, backup / final.name)
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        if backup is not None and not final.exists():
+            os.replace(backup / final.name, final)
+        raise
+    finally:
+        if backup is not None and final.exists():
+            shutil.rmtree(backup, ignore_errors=True)
+
+
 _WIDE_BOMS = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32", codecs.BOM_UTF16_LE: "UTF-16",
               codecs.BOM_UTF16_BE: "UTF-16"}
 

@@ -287,3 +287,72 @@ def test_a_backbone_with_a_malicious_pickle_is_one_line(tiny_run, tmp_path, sst2
 class MaliciousPickle:
     def __reduce__(self):
         return (os.system, ("touch PICKLE-RAN",))
+
+
+# -- 3 and 11: report directories ----------------------------------------------------------------------------
+def stored_results(root):
+    from infoprompt.experiments.grid import Cell
+    from infoprompt.experiments.store import write_record
+
+    for seed, value in ((1, 0.5), (2, 0.7)):
+        record = {"task": "sst2", "method": "warp", "shots": 64, "n_prompts": 4, "seed": seed, "backbone": "minilm",
+                  "primary_metric": "accuracy", "metrics": {"accuracy": value}, "status": "ok"}
+        write_record(root, Cell("sst2", "warp", 64, 4, seed), record)
+    return root
+
+
+@pytest.mark.parametrize("content", ["report.md", "table-np-shots=64.csv", "thesis.tex"])
+def test_report_refuses_a_directory_that_is_not_a_report(tmp_path, content):
+    results = stored_results(tmp_path / "results")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / content).write_text("precious")
+    result = run_cli("report", results, "--out", mine)
+    assert result.one_line_error and "is not a report directory" in result.err
+    assert [p.name for p in mine.iterdir()] == [content] and (mine / content).read_text() == "precious"
+
+
+def test_report_refuses_a_file_as_its_directory(tmp_path):
+    results = stored_results(tmp_path / "results")
+    (tmp_path / "file").write_text("x")
+    result = run_cli("report", results, "--out", tmp_path / "file")
+    assert result.one_line_error and "is not a directory" in result.err and (tmp_path / "file").read_text() == "x"
+
+
+def test_report_replaces_its_own_directory_and_keeps_other_files(tmp_path):
+    results = stored_results(tmp_path / "results")
+    assert run_cli("report", results, "--out", tmp_path / "out").code == 0
+    (tmp_path / "out" / "notes.md").write_text("mine")
+    assert run_cli("report", results, "--out", tmp_path / "out").code == 0
+    assert (tmp_path / "out" / "notes.md").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "results"]
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt(), OSError(28, "No space left on device")])
+def test_a_report_that_fails_half_way_leaves_the_old_one_whole(tmp_path, monkeypatch, failure):
+    import builtins
+
+    results = stored_results(tmp_path / "results")
+    assert run_cli("report", results, "--out", tmp_path / "out").code == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    from infoprompt.experiments.grid import Cell
+    from infoprompt.experiments.store import write_record
+
+    write_record(results, Cell("sst2", "warp", 64, 4, 3), {
+        "task": "sst2", "method": "warp", "shots": 64, "n_prompts": 4, "seed": 3, "backbone": "minilm",
+        "primary_metric": "accuracy", "metrics": {"accuracy": 0.9}, "status": "ok"})
+    real_open, opened = builtins.open, []
+
+    def failing_open(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file).endswith((".md", ".csv")):
+            opened.append(file)
+            if len(opened) == 3:
+                raise failure
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", failing_open)
+    result = run_cli("report", results, "--out", tmp_path / "out")
+    monkeypatch.undo()
+    assert result.code == (130 if isinstance(failure, KeyboardInterrupt) else 2)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "results"]
