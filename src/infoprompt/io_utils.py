@@ -26,6 +26,8 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply") from None
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     if not isinstance(data, dict):

@@ -25,7 +25,7 @@ from infoprompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.readouts import READOUTS, mean_pool, read_out, readout_width
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
-from infoprompt.validation import check_finite, check_labels, validate_classifier_config
+from infoprompt.validation import check_finite, check_labels, require_fingerprint, validate_classifier_config
 
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 CONFIG_NAME = "adapter_config.json"
@@ -481,7 +481,7 @@ def read_adapter_config(directory: Path) -> ClassifierConfig:
         raise UserError(f"adapter directory {directory} does not exist")
     if not config_path.is_file():
         raise UserError(f"adapter file {config_path} is missing")
-    return ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
+    return ClassifierConfig.from_json(require_fingerprint(read_json_object(config_path), str(config_path)), str(config_path))
 
 
 def read_weights(

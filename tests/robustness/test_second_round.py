@@ -356,3 +356,97 @@ def test_a_report_that_fails_half_way_leaves_the_old_one_whole(tmp_path, monkeyp
     assert result.code == (130 if isinstance(failure, KeyboardInterrupt) else 2)
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "results"]
+
+
+# -- 4: an adapter must name its backbone's fingerprint -----------------------------------------------------------
+@pytest.mark.parametrize("fingerprint", [None, {}, {"model_type": "bert"}])
+def test_an_adapter_without_a_backbone_fingerprint_is_refused(tiny_run, tmp_path, sst2_dir, fingerprint):
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny_run, adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    if fingerprint is None:
+        del config["backbone_fingerprint"]
+    else:
+        config["backbone_fingerprint"] = fingerprint
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
+    assert result.one_line_error and "backbone_fingerprint" in result.err and "retrain" in result.err
+
+
+def test_the_committed_adapter_fixtures_have_fingerprints():
+    from pathlib import Path
+
+    from infoprompt.validation import require_fingerprint
+
+    configs = sorted((Path(__file__).parents[1] / "fixtures" / "adapters").glob("*/adapter_config.json"))
+    assert len(configs) >= 4
+    for path in configs:
+        require_fingerprint(json.loads(path.read_text()), str(path))
+
+
+def test_deeply_nested_json_is_one_line(tiny_run, tmp_path, sst2_dir):
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny_run, adapter)
+    (adapter / "adapter_config.json").write_text("[" * 200_000)
+    result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
+    assert result.one_line_error and "nested too deeply" in result.err
+    results = stored_results(tmp_path / "results")
+    next(results.rglob("seed=1.json")).write_text("[" * 200_000)
+    result = run_cli("report", results, "--out", tmp_path / "out")
+    assert result.one_line_error and "nested too deeply" in result.err
+
+
+# -- 5: a peft adapter's own weights are checked ----------------------------------------------------------------
+def peft_adapter(tmp_path, tiny_bert):
+    from pathlib import Path
+
+    adapter = tmp_path / "peft-adapter"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "adapters" / "peft", adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    config["backbone"] = str(tiny_bert)
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    return adapter
+
+
+def test_the_peft_fixture_loads_on_the_tiny_backbone(tmp_path, sst2_dir, tiny_bert):
+    result = run_cli("eval", "--adapter", peft_adapter(tmp_path, tiny_bert), "--data-dir", sst2_dir, "--quiet")
+    assert result.code == 0, result.err
+
+
+def corrupt_nan(peft_dir):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(peft_dir / "adapter_model.safetensors"))
+    state["prompt_embeddings"] = torch.full_like(state["prompt_embeddings"], float("nan"))
+    save_file(state, str(peft_dir / "adapter_model.safetensors"))
+
+
+def to_pickle(peft_dir):
+    (peft_dir / "adapter_model.safetensors").unlink()
+    (peft_dir / "adapter_model.bin").write_bytes(pickle.dumps(MaliciousPickle(), protocol=2))
+
+
+def edit_config(**changes):
+    def edit(peft_dir):
+        config = json.loads((peft_dir / "adapter_config.json").read_text())
+        (peft_dir / "adapter_config.json").write_text(json.dumps({**config, **changes}))
+    return edit
+
+
+@pytest.mark.parametrize(("corrupt", "message"), [
+    (corrupt_nan, "prompt_embeddings holds NaN or infinite values"),
+    (to_pickle, "only a pickled adapter_model.bin"),
+    (edit_config(num_virtual_tokens=5), "num_virtual_tokens is 5"),
+    (edit_config(peft_type="LORA"), "peft_type must be PROMPT_TUNING"),
+])
+@pytest.mark.parametrize("command", ["eval", "predict"])
+def test_a_broken_peft_adapter_is_one_line(tmp_path, sst2_dir, tiny_bert, monkeypatch, corrupt, message, command):
+    monkeypatch.chdir(tmp_path)
+    adapter = peft_adapter(tmp_path, tiny_bert)
+    corrupt(adapter / "peft")
+    (tmp_path / "in.jsonl").write_bytes(ROWS)
+    extra = ("--data-dir", sst2_dir) if command == "eval" else ("--input", tmp_path / "in.jsonl")
+    result = run_cli(command, "--adapter", adapter, "--quiet", *extra)
+    assert result.one_line_error and message in result.err and result.out == ""
+    assert not (tmp_path / "PICKLE-RAN").exists()

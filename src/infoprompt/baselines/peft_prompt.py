@@ -18,6 +18,7 @@ from infoprompt.baselines.common import BaselineModel, write_adapter
 from infoprompt.errors import UserError
 from infoprompt.model import ClassifierConfig
 from infoprompt.templates import Batch
+from infoprompt.validation import check_peft_adapter
 
 PEFT_DIR = "peft"
 
@@ -103,4 +104,5 @@ class PeftPromptClassifier(BaselineModel):
         peft_dir = directory / PEFT_DIR
         if not (peft_dir / "adapter_config.json").is_file():
             raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
+        check_peft_adapter(peft_dir, config.n_prompts, backbone.hidden_size)
         return cls(backbone, config, peft_dir=peft_dir)

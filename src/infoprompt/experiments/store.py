@@ -43,6 +43,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path}: damaged result record ({error}); delete it to rerun the cell") from None
+    except RecursionError:
+        raise UserError(f"{path}: damaged result record (JSON nested too deeply); delete it to rerun the cell") from None
     if not isinstance(record, dict):
         raise UserError(f"{path}: a result record must be a JSON object")
     return record
@@ -126,7 +128,7 @@ def read_claim(path: Path) -> dict[str, Any] | None:
         text, age = "", _age(path)
     try:
         claim = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         claim = None
     if isinstance(claim, dict) and isinstance(claim.get("host"), str) and isinstance(claim.get("pid"), int):
         return claim
