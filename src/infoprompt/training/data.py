@@ -130,7 +130,7 @@ def cache_eval_features(
         cache_features(model, encoded, config.eval_batch_size, progress, accelerator, precision)
         return "off"
     path = store_path(config.feature_store_dir or default_cache_dir(), feature_key(model, examples, encoded.pairs, precision))
-    stored = load_features(path, len(encoded))
+    stored = load_features(path, len(encoded), (model.backbone.hidden_size, model.head.in_features))
     if stored is not None:
         device = model_device(model)
         encoded.pooled, encoded.z_plain = stored[0].to(device), stored[1].to(device)
