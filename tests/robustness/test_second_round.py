@@ -450,3 +450,18 @@ def test_a_broken_peft_adapter_is_one_line(tmp_path, sst2_dir, tiny_bert, monkey
     result = run_cli(command, "--adapter", adapter, "--quiet", *extra)
     assert result.one_line_error and message in result.err and result.out == ""
     assert not (tmp_path / "PICKLE-RAN").exists()
+
+
+# -- 9: YAML aliases in grids ---------------------------------------------------------------------------------
+BILLION_LAUGHS = "\n".join(
+    ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(9)]
+    + ["tasks: *j", "methods: [warp]"]) + "\n"
+
+
+def test_a_grid_with_aliases_is_refused_in_one_line(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(BILLION_LAUGHS)
+    result = run_cli("sweep", "--grid", grid, "--results", tmp_path / "results", "--list")
+    assert result.one_line_error and "grid.yaml:2: not valid YAML (aliases (*a) are not allowed" in result.err
+    assert not (tmp_path / "results").exists()
