@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from infoprompt.errors import UserError
 from infoprompt.validation import finite_number, nonnegative_int, option, positive_int
@@ -313,16 +315,43 @@ def _version() -> str:
     return f"infoprompt {__version__}"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``docker stop``, SLURM) as an interrupt: every cleanup that Ctrl-C runs runs too
+    (scratch directories, temporary files, sweep claims)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals go to the main thread's handler anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "quiet", False):
         _quiet_libraries()
     try:
-        return int(args.handler(args) or 0)
+        with _sigterm_as_interrupt():
+            return int(args.handler(args) or 0)
     except UserError as error:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("infoprompt: terminated (SIGTERM); unfinished outputs were removed", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("infoprompt: interrupted", file=sys.stderr)
         return 130

@@ -208,7 +208,7 @@ def write_safetensors(path: str | os.PathLike[str], state: dict[str, Any], forma
 def check_output_file(path: str | os.PathLike[str]) -> None:
     """Refuse, before any work, an output file that cannot be written: a directory, or a parent that is a file."""
     target = Path(path)
-    _check_name_lengths(target)
+    check_name_lengths(target)
     if is_stream_target(path):
         if os.fspath(path) != "-" and not os.access(path, os.W_OK):
             raise UserError(f"cannot write {target}: it is a device or pipe that is not writable (or does not exist)")
@@ -218,7 +218,7 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
     _check_parent(_rename_target(target))
 
 
-def _check_name_lengths(target: Path) -> None:
+def check_name_lengths(target: Path) -> None:
     """Refuse a path component over the file system's name limit (usually 255 bytes) with one line."""
     try:
         limit = os.pathconf(_existing_ancestor(target), "PC_NAME_MAX")
@@ -261,7 +261,7 @@ def check_run_target(final: str | os.PathLike[str], overwrite: bool = False) -> 
     directory that holds the current one.
     """
     final_path = Path(final)
-    _check_name_lengths(final_path)
+    check_name_lengths(final_path)
     resolved = final_path.resolve()
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents or not resolved.name:
         raise UserError(f"output directory {final_path} is the current directory or holds it; name a new directory")

@@ -8,9 +8,12 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import stat
+import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from robust_helpers import run_cli
@@ -465,3 +468,82 @@ def test_a_grid_with_aliases_is_refused_in_one_line(tmp_path):
     result = run_cli("sweep", "--grid", grid, "--results", tmp_path / "results", "--list")
     assert result.one_line_error and "grid.yaml:2: not valid YAML (aliases (*a) are not allowed" in result.err
     assert not (tmp_path / "results").exists()
+
+
+# -- 10: SIGTERM is an interrupt; another host's claim is named ----------------------------------------------------
+class TerminatingStdin(io.RawIOBase):
+    """Standard input whose first read brings a SIGTERM, as ``timeout`` or ``docker stop`` sends it."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+        return 0
+
+
+def test_sigterm_during_predict_removes_the_temporary_output(tiny_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(TerminatingStdin())))
+    previous = signal.getsignal(signal.SIGTERM)
+    result = run_cli("predict", "--adapter", tiny_run, "--input", "-", "--output", tmp_path / "preds.jsonl", "--quiet")
+    assert result.code == 143 and result.err == "infoprompt: terminated (SIGTERM); unfinished outputs were removed\n"
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_sigterm_during_a_sweep_releases_its_claim(tmp_path, monkeypatch):
+    from infoprompt.experiments.sweep import BackboneCache
+
+    def terminated(self, name, cache_dir):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    monkeypatch.setattr(BackboneCache, "get", terminated)
+    result = run_cli("sweep", "--results", tmp_path / "results", "--tasks", "sst2", "--methods", "warp",
+                     "--shots", "8", "--n-prompts", "1", "--seeds", "1", "--quiet")
+    assert result.code == 143 and "terminated (SIGTERM)" in result.err
+    assert not list((tmp_path / "results").rglob("*.claim")) and not list((tmp_path / "results").rglob("*.json"))
+
+
+def test_sigterm_from_outside_ends_predict_cleanly(tiny_run, tmp_path):
+    out = tmp_path / "preds.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "infoprompt.cli", "predict", "--adapter", str(tiny_run), "--input", "-",
+         "--output", str(out), "--quiet"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process.stdin.write(b'{"sentence": "great movie"}\n')
+    process.stdin.flush()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(tmp_path.glob(".preds.jsonl.*.tmp")):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and err.decode().endswith("terminated (SIGTERM); unfinished outputs were removed\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_claim_of_another_host_is_named_with_its_age_and_release(tmp_path):
+    from infoprompt.experiments.grid import load_cells
+    from infoprompt.experiments.store import claim_path
+    from infoprompt.experiments.sweep import BackboneCache, run_sweep
+
+    cells = load_cells(None, {"tasks": ["sst2"], "methods": ["warp"], "shots": [64], "n_prompts": [4], "seeds": [1]})
+    path = claim_path(tmp_path, cells[0])
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"host": "gpu-node-17", "pid": 4242, "started": "2026-01-01T00:00:00+00:00"}))
+    three_days = time.time() - 3 * 86400 - 7200
+    os.utime(path, (three_days, three_days))
+    lines: list[str] = []
+    summary = run_sweep(cells, tmp_path, runner=lambda *a, **k: pytest.fail("ran a claimed cell"),
+                        backbones=BackboneCache(loader=lambda name, cache_dir=None: None), progress=False,
+                        echo=lines.append)
+    assert summary.claimed_elsewhere == 1
+    (line,) = lines
+    assert "held by host gpu-node-17 (pid 4242) for 3 d 2 h" in line and f"rm {path}" in line
+
+
+def test_a_report_directory_name_over_the_limit_is_one_line(tmp_path):
+    results = stored_results(tmp_path / "results")
+    result = run_cli("report", results, "--out", tmp_path / ("r" * 300))
+    assert result.one_line_error and "is longer than" in result.err

@@ -21,7 +21,7 @@ from infoprompt.errors import UserError
 from infoprompt.experiments.diagnostics import information_markdown, selection_markdown
 from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
-from infoprompt.io_utils import replace_directory, scratch_prefix
+from infoprompt.io_utils import check_name_lengths, replace_directory, scratch_prefix
 from infoprompt.tasks import TASKS
 
 # Rows in the paper's order (Tables 1-4), then the peers the paper does not have.
@@ -362,6 +362,7 @@ def is_report_directory(path: Path) -> bool:
 
 def check_report_target(out: Path) -> None:
     """Refuse, before any work, an output that is not a new or empty directory or an earlier report's."""
+    check_name_lengths(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise UserError(f"report output {out} exists and is not a directory; name a new or empty directory")
     if out.is_dir() and any(out.iterdir()) and not is_report_directory(out):

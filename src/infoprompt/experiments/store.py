@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import math
 import os
+import shlex
 import socket
 import time
 from pathlib import Path
@@ -219,6 +220,26 @@ def _take_over(path: Path) -> bool:
         return True
     finally:
         lock.unlink(missing_ok=True)
+
+
+def foreign_claim_note(path: Path) -> str | None:
+    """For a readable claim of another host (which this host cannot tell dead from alive): who holds it, for
+    how long, and how to release it if that worker is gone; ``None`` for claims of this host."""
+    claim = read_claim(path)
+    if claim is None or claim.get("unreadable") or claim.get("host") == socket.gethostname():
+        return None
+    return (f"held by host {claim['host']} (pid {claim['pid']}) for {_duration(_age(path))}; if that worker is "
+            f"gone, release it with: rm {shlex.quote(str(path))}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest % 60} s"
 
 
 def release_claim(results_dir: str | Path, cell: Cell) -> None:
