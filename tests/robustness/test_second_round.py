@@ -547,3 +547,20 @@ def test_a_report_directory_name_over_the_limit_is_one_line(tmp_path):
     results = stored_results(tmp_path / "results")
     result = run_cli("report", results, "--out", tmp_path / ("r" * 300))
     assert result.one_line_error and "is longer than" in result.err
+
+
+# -- severity 4: a SetFit adapter's settings are typed -----------------------------------------------------------
+def test_setfit_settings_of_the_wrong_type_are_one_line(tmp_path, sst2_dir, tiny_bert):
+    from pathlib import Path
+
+    pytest.importorskip("setfit")
+    adapter = tmp_path / "setfit-adapter"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "adapters" / "setfit", adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "backbone": str(tiny_bert)}))
+    assert run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet").code == 0
+    saved = json.loads((adapter / "setfit_config.json").read_text())
+    saved["settings"]["head_c"] = "strong"
+    (adapter / "setfit_config.json").write_text(json.dumps(saved))
+    result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
+    assert result.one_line_error and "setfit_config.json: head_c must be of type float, got 'strong'" in result.err

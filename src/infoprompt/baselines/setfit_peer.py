@@ -34,6 +34,7 @@ from infoprompt.templates import (
     cut,
     shorten_longest_first,
 )
+from infoprompt.validation import check_field_types
 
 SETTINGS_NAME = "setfit_config.json"
 INSTALL_HINT = "pip install 'infoprompt[setfit]'"
@@ -284,6 +285,7 @@ class SetFitClassifier(BaselineModel):
             settings = SetFitSettings(**saved["settings"])
         except (KeyError, TypeError) as error:
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
+        check_field_types(settings, str(settings_path))
         model = cls(backbone, config, settings)
         expected = model.saved_state()
         state = read_weights(directory, expected, free_shapes=HEAD_ARRAYS)
