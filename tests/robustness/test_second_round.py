@@ -564,3 +564,19 @@ def test_setfit_settings_of_the_wrong_type_are_one_line(tmp_path, sst2_dir, tiny
     (adapter / "setfit_config.json").write_text(json.dumps(saved))
     result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
     assert result.one_line_error and "setfit_config.json: head_c must be of type float, got 'strong'" in result.err
+
+
+def test_sigterm_during_training_leaves_no_partial_run(tmp_path, sst2_dir, tiny_bert, monkeypatch):
+    from robust_helpers import TRAIN_ARGS
+
+    def fit_terminated(method):
+        def fit(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        return fit
+
+    monkeypatch.setattr("infoprompt.pipeline.fit_function", fit_terminated)
+    out = tmp_path / "runs" / "run"
+    result = run_cli("train", *TRAIN_ARGS, "--backbone", tiny_bert, "--data-dir", sst2_dir, "--out", out)
+    assert result.code == 143 and "terminated (SIGTERM)" in result.err
+    assert list((tmp_path / "runs").iterdir()) == []
