@@ -81,8 +81,7 @@ def measure(adapter: Path, src: Path, rows, batch_size: int, time_limit: float) 
     threading.Thread(target=count_lines, args=(process, written), daemon=True).start()
     errors: list[bytes] = []
     threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True).start()
-    samples, stopped = sample(process, written, started, time_limit)
-    _, status, usage = os.wait4(process.pid, 0)
+    samples, stopped, status, usage = sample(process, written, started, time_limit)
     process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
     time.sleep(0.5)  # the counting thread reads the last records
@@ -111,9 +110,13 @@ def count_lines(process: subprocess.Popen, written: list[int]) -> None:
 
 
 def sample(process: subprocess.Popen, written: list[int], started: float, time_limit: float):
-    """(seconds, records written, current and peak RSS in MB) every 5 s until the process ends."""
+    """(seconds, records written, current and peak RSS in MB) every 5 s until the process ends; then the
+    samples, whether it was stopped, and its exit status and resource usage (``wait4``)."""
     samples, stopped, last = [], False, 0.0
-    while process.poll() is None:
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            return samples, stopped, status, usage
         now = time.perf_counter() - started
         if now - last >= 5:
             last = now
@@ -123,7 +126,6 @@ def sample(process: subprocess.Popen, written: list[int], started: float, time_l
             process.send_signal(signal.SIGTERM)
             stopped = True
         time.sleep(0.2)
-    return samples, stopped
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
