@@ -40,6 +40,7 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
 SCRATCH_NAME_BYTES = 80
 # Paths that name the process's own streams or kernel objects: never a place for a temporary file and a rename.
 STREAM_ROOTS = ("/dev/", "/proc/", "/sys/")
+SHARED_MEMORY = "/dev/shm/"  # a tmpfs of ordinary files: written like any other directory
 
 
 def scratch_prefix(name: str) -> str:
@@ -55,8 +56,9 @@ def is_stream_target(path: str | os.PathLike[str]) -> bool:
     text = os.fspath(path)
     if text == "-":
         return True
-    if os.path.abspath(text).startswith(STREAM_ROOTS) or os.path.realpath(text).startswith(STREAM_ROOTS):
-        return True
+    for where in (os.path.abspath(text), os.path.realpath(text)):
+        if where.startswith(STREAM_ROOTS) and not where.startswith(SHARED_MEMORY):
+            return True
     try:
         mode = os.stat(text).st_mode
     except OSError:

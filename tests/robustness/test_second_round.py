@@ -580,3 +580,8 @@ def test_sigterm_during_training_leaves_no_partial_run(tmp_path, sst2_dir, tiny_
     result = run_cli("train", *TRAIN_ARGS, "--backbone", tiny_bert, "--data-dir", sst2_dir, "--out", out)
     assert result.code == 143 and "terminated (SIGTERM)" in result.err
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK), reason="no writable /dev/shm")
+def test_files_in_dev_shm_are_ordinary_files():
+    assert not io_utils.is_stream_target("/dev/shm/infoprompt-test-output.jsonl")
