@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.tasks import get_task, load_split
 from infoprompt.training import TrainConfig, train
@@ -59,3 +61,56 @@ def test_a_damaged_entry_is_recomputed(bert_backbone, tmp_path):
     entry.write_bytes(b"not safetensors")
     again = run(bert_backbone, tmp_path / "data", tmp_path / "store")
     assert again.eval_feature_store == "miss" and again.metrics == first.metrics
+
+
+def _rewrite(entry: Path, change) -> None:
+    """Rewrite the entry's tensors as an older version would (no content hash), changed by ``change``."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = {name: change(name, tensor) for name, tensor in load_file(str(entry)).items()}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(entry), metadata={"format": "pt"})
+
+
+def _nan(name, tensor):
+    return tensor * float("nan") if name == "pooled" else tensor
+
+
+def _narrow(name, tensor):
+    return tensor[:, :-1] if name == "z_plain" else tensor
+
+
+def _half(name, tensor):
+    return tensor.half()
+
+
+@pytest.mark.parametrize(("change", "reason"), [(_nan, "holds NaN"), (_narrow, "expected"), (_half, "expected")])
+def test_an_entry_of_bad_values_or_shape_is_recomputed_with_one_warning(bert_backbone, tmp_path, capfd, change, reason):
+    write_split(tmp_path / "data", ROWS)
+    first = run(bert_backbone, tmp_path / "data", tmp_path / "store")
+    (entry,) = (tmp_path / "store" / "features").glob("*.safetensors")
+    _rewrite(entry, change)
+    capfd.readouterr()
+    again = run(bert_backbone, tmp_path / "data", tmp_path / "store")
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "feature-store entry" in line]
+    assert again.eval_feature_store == "miss" and again.metrics == first.metrics
+    assert len(warnings) == 1 and reason in warnings[0] and "recomputing it" in warnings[0]
+    assert run(bert_backbone, tmp_path / "data", tmp_path / "store").eval_feature_store == "hit"
+
+
+def test_an_entry_whose_values_do_not_match_its_hash_is_recomputed(bert_backbone, tmp_path, capfd):
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    write_split(tmp_path / "data", ROWS)
+    first = run(bert_backbone, tmp_path / "data", tmp_path / "store")
+    (entry,) = (tmp_path / "store" / "features").glob("*.safetensors")
+    with safe_open(str(entry), "pt") as handle:
+        metadata = handle.metadata()
+    tensors = load_file(str(entry))
+    tensors["pooled"] = tensors["pooled"] + torch.ones_like(tensors["pooled"])
+    save_file(tensors, str(entry), metadata=metadata)
+    capfd.readouterr()
+    again = run(bert_backbone, tmp_path / "data", tmp_path / "store")
+    assert again.eval_feature_store == "miss" and again.metrics == first.metrics
+    assert "does not match its hash" in capfd.readouterr().err

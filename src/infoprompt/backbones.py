@@ -6,6 +6,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
+import pickle
 import socket
 import urllib.parse
 import zipfile
@@ -150,27 +151,46 @@ def silence_length_warning(tokenizer: object) -> None:
     getattr(tokenizer, "deprecation_warnings", {})["sequence-length-is-longer-than-the-specified-maximum"] = True
 
 
+def _load_failure(name: str, error: Exception, from_file: bool) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    if isinstance(error, pickle.UnpicklingError):
+        return f"backbone {name!r}: its pickled weights were refused, as they would run code ({first[:200]})"
+    if "custom code" in text or "trust_remote_code" in text:
+        return (f"backbone {name!r} needs its own Python code (auto_map in its config) to load; infoprompt never "
+                "runs a model's code: use a backbone whose architecture transformers has")
+    if from_file:
+        return (f"backbone {name!r} named by the adapter is not a packaged name ({', '.join(PACKAGED)}), not a local "
+                f"model directory and not in the Hugging Face cache; an adapter's backbone is never downloaded: "
+                f"fetch it yourself (hf download {name}) and retry ({first})")
+    return (f"unknown backbone {name!r}: not a packaged name ({', '.join(PACKAGED)}), not a local model directory, "
+            f"and it could not be loaded from the Hugging Face Hub ({first})")
+
+
 def load_backbone(
-    name: str, *, cache_dir: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32
+    name: str, *, cache_dir: str | os.PathLike[str] | None = None, dtype: torch.dtype = torch.float32,
+    from_file: bool = False,
 ) -> Backbone:
-    """Load ``name`` (``minilm``, ``mpnet``, a Hub id or a local directory), frozen and in eval mode."""
+    """Load ``name`` (``minilm``, ``mpnet``, a Hub id or a local directory), frozen and in eval mode.
+
+    A backbone's own code (``auto_map`` in its config) is never run: only architectures transformers has load
+    (pickled weights are read with torch's weights-only loader, which refuses code). ``from_file``: the name was read from a file
+    (an adapter's config), so it is looked up on this machine only, never downloaded.
+    """
     location = resolve(name, cache_dir)
     local = Path(location).expanduser()
     if local.exists() and not (local / "config.json").is_file():
         raise UserError(f"backbone directory {local} has no config.json")
     # Offline, the Hub client retries for half a minute before failing: look only in its cache instead.
-    offline = {"local_files_only": True} if not local.exists() and not hub_reachable() else {}
+    offline = {"local_files_only": True} if from_file or (not local.exists() and not hub_reachable()) else {}
+    safe = {"trust_remote_code": False, **offline}
     try:
-        config = AutoConfig.from_pretrained(location, **offline)
-        tokenizer = AutoTokenizer.from_pretrained(location, **offline)
+        config = AutoConfig.from_pretrained(location, **safe)
+        tokenizer = AutoTokenizer.from_pretrained(location, **safe)
         silence_length_warning(tokenizer)
-        model = AutoModel.from_pretrained(location, config=config, dtype=dtype, **offline)
-    except (OSError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(
-            f"unknown backbone {name!r}: not a packaged name ({', '.join(PACKAGED)}), not a local model "
-            f"directory, and it could not be loaded from the Hugging Face Hub ({first})"
-        ) from None
+        model = AutoModel.from_pretrained(location, config=config, dtype=dtype, **safe)
+    except (OSError, ValueError, KeyError, pickle.UnpicklingError) as error:
+        raise UserError(_load_failure(name, error, from_file)) from None
     model.eval()
     model.requires_grad_(False)
     limit = int(getattr(config, "max_position_embeddings", 512))

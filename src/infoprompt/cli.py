@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from infoprompt.analysis.cli import add_analysis_commands
@@ -140,32 +142,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from infoprompt.inputs import read_inputs
-    from infoprompt.io_utils import atomic_write_text, check_output_file
+    """Read, predict and write in chunks (:data:`~infoprompt.inputs.CHUNK_ROWS` rows), so that memory does not
+    grow with the input; a file input is checked whole before the encoder loads."""
+    from infoprompt.inputs import iter_inputs
+    from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import read_adapter_config
     from infoprompt.tasks import get_task
-    from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
-    if args.output:
-        check_output_file(args.output)
+    output = args.output or "-"
+    check_output_file(output)
     config = read_adapter_config(Path(args.adapter))
-    inputs = read_inputs(args.input, get_task(config.task), encoding=args.encoding)  # before the encoder loads
+    task = get_task(config.task)
+    if args.input != "-":
+        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
+            pass
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
-    if inputs.skipped and not args.quiet:
-        print(f"infoprompt: skipped {inputs.skipped} blank line(s); each record names its input line",
-              file=sys.stderr)
-    records = predict(model, inputs.rows, args.batch_size, args.precision, inputs.sources)
-    lines = [json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False)
-             for line, record in zip(inputs.lines, records, strict=True)]
-    text = "".join(line + "\n" for line in lines)
-    if args.output:
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
+    skipped = 0
+    with open_output(output) as handle:
+        for chunk in iter_inputs(args.input, task, encoding=args.encoding):
+            skipped += chunk.skipped
+            handle.write(_prediction_lines(model, chunk, args).encode("utf-8"))
+            handle.flush()
+    if skipped and not args.quiet:
+        print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
     return 0
+
+
+def _prediction_lines(model, chunk, args: argparse.Namespace) -> str:
+    from infoprompt.training.inference import predict
+
+    records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
+    return "".join(json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False) + "\n"
+                   for line, record in zip(chunk.lines, records, strict=True))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -257,6 +268,29 @@ def _version() -> str:
     return f"infoprompt {__version__}"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``docker stop``, SLURM) as an interrupt: every cleanup that Ctrl-C runs runs too
+    (scratch directories, temporary files, sweep claims)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals go to the main thread's handler anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -266,10 +300,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "quiet", False):
         _quiet_libraries()
     try:
-        return int(args.handler(args) or 0)
+        with _sigterm_as_interrupt():
+            return int(args.handler(args) or 0)
     except UserError as error:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("infoprompt: terminated (SIGTERM); unfinished outputs were removed", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("infoprompt: interrupted", file=sys.stderr)
         return 130

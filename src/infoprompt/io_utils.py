@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import io
 import json
 import math
 import os
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from infoprompt.errors import UserError
 
@@ -23,6 +26,8 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply") from None
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     if not isinstance(data, dict):
@@ -30,18 +35,65 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and rename it into place."""
-    target = Path(path)
+# Hidden scratch names carry at most this many bytes of the target's name, so that a target whose own name is
+# legal (up to 255 bytes) never gets a scratch name over the file-system limit.
+SCRATCH_NAME_BYTES = 80
+# Paths that name the process's own streams or kernel objects: never a place for a temporary file and a rename.
+STREAM_ROOTS = ("/dev/", "/proc/", "/sys/")
+SHARED_MEMORY = "/dev/shm/"  # a tmpfs of ordinary files: written like any other directory
+
+
+def scratch_prefix(name: str) -> str:
+    """``.<name>.`` with ``name`` cut to :data:`SCRATCH_NAME_BYTES` bytes (whole characters only)."""
+    short = name.encode("utf-8", "surrogateescape")[:SCRATCH_NAME_BYTES].decode("utf-8", "ignore")
+    return f".{short}."
+
+
+def is_stream_target(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is written in place rather than through a temporary file and a rename: ``-`` (standard
+    output), a character or block device, a FIFO or socket, or anything under ``/dev``, ``/proc`` or ``/sys``
+    (``/dev/stdout`` is a link there). Renaming over such a path would replace the device itself."""
+    text = os.fspath(path)
+    if text == "-":
+        return True
+    for where in (os.path.abspath(text), os.path.realpath(text)):
+        if where.startswith(STREAM_ROOTS) and not where.startswith(SHARED_MEMORY):
+            return True
+    try:
+        mode = os.stat(text).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _rename_target(path: str | os.PathLike[str]) -> Path:
+    """Where a regular output goes: through symbolic links to the file they name, so a link stays a link."""
+    return Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+
+
+@contextmanager
+def open_output(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary handle on ``path`` for writing as you go.
+
+    A regular file is written to a hidden temporary file beside it, which replaces ``path`` only when the block
+    finishes without error (an error or interrupt removes it, and ``path`` is untouched). A stream target
+    (:func:`is_stream_target`: ``-``, ``/dev/stdout``, ``/dev/null``, a FIFO) is opened and written directly:
+    what was written before an error stays written.
+    """
+    if is_stream_target(path):
+        with _open_stream(path) as handle:
+            yield handle
+        return
+    target = _rename_target(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=scratch_prefix(target.name), suffix=".tmp", dir=target.parent)
     except OSError as error:
         raise UserError(f"cannot write {target}: {error.strerror} ({error.filename})") from None
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results should read like any other
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -51,6 +103,55 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _open_stream(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    text = os.fspath(path)
+    if text in ("-", "/dev/stdout"):
+        # The process's standard output as Python holds it (tests and callers may have redirected it).
+        stream = getattr(sys.stdout, "buffer", None)
+        try:
+            if stream is None:
+                sys.stdout.flush()
+                yield _TextAsBinary(sys.stdout)
+            else:
+                sys.stdout.flush()
+                yield stream
+                stream.flush()
+        except OSError as error:
+            raise UserError(f"cannot write {text}: {error.strerror}") from None
+        return
+    try:
+        handle = open(text, "wb")  # noqa: SIM115 - closed below, after the caller's block
+    except OSError as error:
+        raise UserError(f"cannot write {text}: {error.strerror}") from None
+    try:
+        with handle:
+            yield handle
+    except OSError as error:
+        raise UserError(f"cannot write {text}: {error.strerror}") from None
+
+
+class _TextAsBinary:
+    """Bytes written to a text stream without a binary buffer (``io.StringIO`` standing in for stdout)."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, data: bytes) -> int:
+        self.stream.write(data.decode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and rename it into place
+    (written directly when ``path`` is a device, a FIFO or ``-``: see :func:`open_output`)."""
+    with open_output(path) as handle:
+        handle.write(data)
 
 
 def _umask() -> int:
@@ -109,9 +210,32 @@ def write_safetensors(path: str | os.PathLike[str], state: dict[str, Any], forma
 def check_output_file(path: str | os.PathLike[str]) -> None:
     """Refuse, before any work, an output file that cannot be written: a directory, or a parent that is a file."""
     target = Path(path)
+    check_name_lengths(target)
+    if is_stream_target(path):
+        if os.fspath(path) != "-" and not os.access(path, os.W_OK):
+            raise UserError(f"cannot write {target}: it is a device or pipe that is not writable (or does not exist)")
+        return
     if target.is_dir():
         raise UserError(f"cannot write {target}: it is a directory")
-    _check_parent(target)
+    _check_parent(_rename_target(target))
+
+
+def check_name_lengths(target: Path) -> None:
+    """Refuse a path component over the file system's name limit (usually 255 bytes) with one line."""
+    try:
+        limit = os.pathconf(_existing_ancestor(target), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in target.parts:
+        if len(part.encode("utf-8", "surrogateescape")) > limit:
+            raise UserError(f"cannot write {target}: the name {part[:40]}… is longer than {limit} bytes")
+
+
+def _existing_ancestor(target: Path) -> Path:
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
 
 
 def _check_parent(target: Path) -> None:
@@ -139,6 +263,7 @@ def check_run_target(final: str | os.PathLike[str], overwrite: bool = False) -> 
     directory that holds the current one.
     """
     final_path = Path(final)
+    check_name_lengths(final_path)
     resolved = final_path.resolve()
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents or not resolved.name:
         raise UserError(f"output directory {final_path} is the current directory or holds it; name a new directory")
@@ -166,7 +291,7 @@ def staged_directory(final: str | os.PathLike[str], overwrite: bool = False) -> 
     final_path = check_run_target(final, overwrite)
     try:
         final_path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.{os.getpid()}.", suffix=".partial",
+        staging = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(final_path.name)}{os.getpid()}.", suffix=".partial",
                                         dir=final_path.parent))
     except OSError as error:
         raise UserError(f"cannot create the run directory {final_path}: {error.strerror}") from None
@@ -186,7 +311,7 @@ def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
     backup = None
     try:
         if final_path.exists():
-            backup = Path(tempfile.mkdtemp(prefix=f".{final_path.name}.{os.getpid()}.", suffix=".old",
+            backup = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(final_path.name)}{os.getpid()}.", suffix=".old",
                                            dir=final_path.parent))
             with contextlib.suppress(FileNotFoundError):  # another run moved it aside meanwhile
                 os.replace(final_path, backup / final_path.name)
@@ -204,6 +329,25 @@ def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
             shutil.rmtree(backup, ignore_errors=True)
 
 
+def replace_directory(staging: Path, final: Path) -> None:
+    """Rename ``staging`` to ``final``; an existing ``final`` moves aside first and is deleted once the new one
+    is in place (put back if the rename fails). Errors are ``OSError``."""
+    backup = None
+    if final.exists():
+        backup = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(final.name)}{os.getpid()}.", suffix=".old",
+                                       dir=final.parent))
+        os.replace(final, backup / final.name)
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        if backup is not None and not final.exists():
+            os.replace(backup / final.name, final)
+        raise
+    finally:
+        if backup is not None and final.exists():
+            shutil.rmtree(backup, ignore_errors=True)
+
+
 _WIDE_BOMS = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32", codecs.BOM_UTF16_LE: "UTF-16",
               codecs.BOM_UTF16_BE: "UTF-16"}
 
@@ -213,34 +357,81 @@ def decode_lines(data: bytes, name: str, encoding: str = "utf-8", hint: str = ""
 
     A byte that is not valid in ``encoding`` is an error naming the file, line and column, and saying how to
     re-encode; a UTF-8 byte-order mark is skipped, a UTF-16/32 one is named. ``hint`` adds another remedy
-    (e.g. an ``--encoding`` option).
+    (e.g. an ``--encoding`` option). Line ends are ``\n``, ``\r\n`` or a lone ``\r`` (old Mac files).
+    """
+    lines = list(iter_lines(io.BytesIO(data), name, encoding, hint))
+    # What follows the last line end is a line too (empty for a file that ends with one).
+    if not lines or lines[-1][2]:
+        lines.append((lines[-1][0] + 1 if lines else 1, "", False))
+    return [(number, text) for number, text, _ in lines]
+
+
+def iter_lines(
+    handle: IO[bytes], name: str, encoding: str = "utf-8", hint: str = "",
+) -> Iterator[tuple[int, str, bool]]:
+    """The lines of a binary stream as they arrive, decoded: (line number, text, whether a line end followed).
+
+    Errors and line ends as :func:`decode_lines`; only one line is held at a time.
     """
     try:
         codec = codecs.lookup(encoding).name
     except LookupError:
         raise UserError(f"unknown text encoding {encoding!r}") from None
+    if not codec.startswith(("utf-16", "utf-32")):
+        try:
+            "\n".encode(codec)
+            if b"\n".decode(codec) != "\n":
+                raise ValueError
+        except (LookupError, ValueError, UnicodeError):
+            raise UserError(f"{encoding!r} is not a text encoding that can be read line by line") from None
     remedy = f"re-encode it as UTF-8 (iconv -f <encoding> -t utf-8 {name}){hint}"
-    if codec.startswith(("utf-16", "utf-32")):
+    pieces = _wide_lines(handle, name, encoding, remedy) if codec.startswith(("utf-16", "utf-32")) else \
+        _narrow_lines(handle, name, encoding, codec, remedy)
+    number = 0
+    for text, terminated in pieces:
+        # A lone \r inside a line is a line end too (universal newlines): old Mac files read as lines.
+        parts = text.split("\r")
+        for index, part in enumerate(parts):
+            number += 1
+            yield number, part, terminated or index < len(parts) - 1
+
+
+def _narrow_lines(handle: IO[bytes], name: str, encoding: str, codec: str, remedy: str) -> Iterator[tuple[str, bool]]:
+    first = True
+    for number, raw in enumerate(handle, 1):
+        if first:
+            for bom, wide in _WIDE_BOMS.items():
+                if raw.startswith(bom):
+                    raise UserError(f"{name}: the file is {wide} text (it starts with a {wide} byte-order mark); {remedy}")
+            if codec == "utf-8":
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            first = False
+        terminated = raw.endswith(b"\n")
+        body = raw[:-1] if terminated else raw
+        body = body[:-1] if terminated and body.endswith(b"\r") else body  # CRLF; a lone \r is split later
         try:
-            text = data.decode(encoding)
-        except UnicodeDecodeError as error:
-            raise UserError(f"{name}: not valid {encoding} text at byte {error.start} ({error.reason}); {remedy}") from None
-        return [(n, raw.rstrip("\r")) for n, raw in enumerate(text.removeprefix("\ufeff").split("\n"), 1)]
-    for bom, wide in _WIDE_BOMS.items():
-        if data.startswith(bom):
-            raise UserError(f"{name}: the file is {wide} text (it starts with a {wide} byte-order mark); {remedy}")
-    if codec == "utf-8":
-        data = data.removeprefix(codecs.BOM_UTF8)
-    lines = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            lines.append((number, raw.decode(encoding).rstrip("\r")))
+            yield body.decode(encoding), terminated
         except UnicodeDecodeError as error:
             raise UserError(
-                f"{name}:{number}: not valid {encoding} text (byte 0x{raw[error.start]:02x} at column "
+                f"{name}:{number}: not valid {encoding} text (byte 0x{body[error.start]:02x} at column "
                 f"{error.start + 1}); {remedy}"
             ) from None
-    return lines
+
+
+def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str) -> Iterator[tuple[str, bool]]:
+    text = io.TextIOWrapper(handle, encoding=encoding, newline="\n")  # type: ignore[arg-type]
+    number = 0
+    try:
+        for number, line in enumerate(text, 1):  # noqa: B007 - the number names the line of a decoding error
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            terminated = line.endswith("\n")
+            body = line[:-1] if terminated else line
+            yield (body[:-1] if terminated and body.endswith("\r") else body), terminated
+    except UnicodeDecodeError as error:
+        raise UserError(f"{name}:{number + 1}: not valid {encoding} text ({error.reason}); {remedy}") from None
+    finally:
+        text.detach()  # the caller owns (and closes) the binary stream
 
 
 def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "") -> list[tuple[int, str]]:

@@ -31,6 +31,12 @@ _FIELD = re.compile(r"^\{(\w+)(?::([\w-]+))?\}$")
 SPECIAL_PARTS = ("<cls>", "<sep>", "<mask>", "<p>")
 # Truncation policies of a field part; the first is what a plain ``{field}`` gets.
 CUT_POLICIES = ("cut-end", "cut-start", "cut-middle", "keep")
+# Characters of a text field read per token of the budget: a field longer than max_length × this is cut to
+# that many characters (at the end its policy cuts) before it is tokenised, so a huge input costs no more than
+# this. Tokens average 3-6 characters, so the cut text still holds more tokens than the budget, and the tokens
+# kept are the same; only text averaging over 64 characters a token (long runs of spaces, words of 65+
+# letters) is cut shorter than before.
+CHARS_PER_TOKEN = 64
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,19 @@ class TemplateEncoder:
             context_positions=context_positions,
             span_positions=tuple(span_positions),
         )
+
+
+def clip_characters(text: str, max_length: int, policy: str = "cut-end") -> str:
+    """``text`` cut to ``max_length`` × :data:`CHARS_PER_TOKEN` characters where ``policy`` cuts its tokens:
+    the start for ``cut-end`` and ``keep``, the end for ``cut-start``, both ends for ``cut-middle``."""
+    limit = max_length * CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    if policy == "cut-start":
+        return text[-limit:]
+    if policy == "cut-middle":
+        return text[:limit] + " " + text[-limit:]  # the joint falls in the middle, which is cut away
+    return text[:limit]
 
 
 def shorten_longest_first(

@@ -8,6 +8,7 @@ import math
 import numbers
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -168,3 +169,71 @@ def check_finite(tensors: Mapping[str, Any], where: str) -> None:
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise UserError(f"{where}: {name} holds NaN or infinite values")
+
+
+def is_blank(text: str) -> bool:
+    """Text with nothing a tokenizer keeps: whitespace, or invisible format characters (zero-width spaces and
+    joiners, byte-order marks) only."""
+    stripped = text.strip()
+    return not stripped or all(char.isspace() or unicodedata.category(char) in ("Cf", "Cc") for char in stripped)
+
+
+def check_encodable(text: str, where: str) -> None:
+    """Refuse a lone surrogate (``"\\ud800"`` in JSON), which is no character and no tokenizer takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise UserError(f"{where} holds a lone surrogate (U+{ord(text[error.start]):04X}) at character "
+                        f"{error.start + 1}, which is not text") from None
+
+
+# What every backbone fingerprint holds (see :meth:`infoprompt.backbones.Backbone.fingerprint`).
+FINGERPRINT_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size", "embedding_sha256")
+
+
+def require_fingerprint(data: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """An adapter config's JSON, refused unless it records its backbone's fingerprint: without one, an adapter
+    would run on whatever backbone its name finds now, and give wrong numbers without an error."""
+    fingerprint = data.get("backbone_fingerprint")
+    if not fingerprint:
+        raise UserError(f"{where}: no backbone_fingerprint, so the backbone it was trained on cannot be checked "
+                        "(an adapter of an old format, or an edited one); retrain it with this version")
+    missing = [key for key in FINGERPRINT_KEYS if not isinstance(fingerprint, Mapping) or key not in fingerprint]
+    if missing:
+        raise UserError(f"{where}: backbone_fingerprint lacks {', '.join(missing)}; retrain the adapter with this version")
+    return data
+
+
+def check_peft_adapter(peft_dir: Any, n_prompts: int, hidden_size: int) -> None:
+    """Refuse, with one line, a ``peft`` prompt-tuning adapter that does not fit its ``adapter_config.json``
+    or holds NaN: another ``peft_type`` or ``num_virtual_tokens``, pickled weights (``adapter_model.bin``,
+    which could run code), prompt embeddings of another shape, values that are not finite."""
+    from pathlib import Path
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from infoprompt.io_utils import read_json_object
+
+    peft_dir = Path(peft_dir)
+    config_path = peft_dir / "adapter_config.json"
+    peft_config = read_json_object(config_path)
+    if peft_config.get("peft_type") != "PROMPT_TUNING":
+        raise UserError(f"{config_path}: peft_type must be PROMPT_TUNING, got {peft_config.get('peft_type')!r}")
+    if peft_config.get("num_virtual_tokens") != n_prompts:
+        raise UserError(f"{config_path}: num_virtual_tokens is {peft_config.get('num_virtual_tokens')!r}, but the "
+                        f"adapter's config says n_prompts={n_prompts}")
+    weights = peft_dir / "adapter_model.safetensors"
+    if not weights.is_file():
+        pickled = " (only a pickled adapter_model.bin, which infoprompt never reads: it could run code)" \
+            if (peft_dir / "adapter_model.bin").exists() else ""
+        raise UserError(f"adapter file {weights} is missing{pickled}")
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as error:
+        raise UserError(f"{weights}: not a readable safetensors file ({error})") from None
+    prompts = state.get("prompt_embeddings")
+    if prompts is None or tuple(prompts.shape) != (n_prompts, hidden_size):
+        shape = None if prompts is None else tuple(prompts.shape)
+        raise UserError(f"{weights}: prompt_embeddings has shape {shape}, expected {(n_prompts, hidden_size)}")
+    check_finite(state, str(weights))

@@ -113,10 +113,9 @@ def test_a_rerun_removes_the_tables_the_new_layout_no_longer_has_and_keeps_other
     # one n_p value: 64 shots alone gives the task × n_p table, 64 and 256 give the task × shots one instead
     single_np = [r for r in RECORDS if r["n_prompts"] in (0, 4) and r["status"] == "ok"]
     store(tmp_path / "results", [r for r in single_np if r["shots"] == 64])
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "notes.md").write_text("mine")
     _, first = build_report(tmp_path / "results", tmp_path / "out")
     assert "table-np-shots=64.csv" in {p.name for p in first}
+    (tmp_path / "out" / "notes.md").write_text("mine")
     store(tmp_path / "results", [r for r in single_np if r["shots"] == 256])
     _, second = build_report(tmp_path / "results", tmp_path / "out")
     on_disk = {p.name for p in (tmp_path / "out").iterdir()}

@@ -101,7 +101,8 @@ def test_training_reader_gives_examples_or_one_error(scratch, data):
         assert "\n" not in str(error)
         return
     assert examples and all(e.label in SST2.labels and e.fields["sentence"].strip() for e in examples)
-    assert len(examples) <= data.count(b"\n")  # the header line is never taken for a row
+    line_ends = len(re.findall(rb"\r\n|\r|\n", data))  # \n, \r\n and a lone \r (old Mac files) end lines
+    assert len(examples) <= line_ends  # the header line is never taken for a row
 
 
 JSON_VALUE = st.recursive(
@@ -478,3 +479,107 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
+
+
+# -- issue 32: adapter fingerprints, report directories, signals ----------------------------------------------
+FINGERPRINT_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size", "embedding_sha256")
+
+
+@share(2)
+@given(dropped=st.sets(st.sampled_from(FINGERPRINT_KEYS)), edits=st.dictionaries(
+    st.sampled_from(FINGERPRINT_KEYS), JSON_VALUE | st.sampled_from(["bert", 32, 2, "0" * 16]), max_size=2),
+    whole=st.sampled_from([None, "drop", {}, [], "x", 0]))
+def test_an_adapter_evaluates_only_on_the_backbone_its_fingerprint_names(scratch, tiny_run, sst2_dir, dropped, edits,
+                                                                         whole):
+    root = scratch()
+    adapter = root / "adapter"
+    shutil.copytree(tiny_run, adapter)
+    path = adapter / "adapter_config.json"
+    config = json.loads(path.read_text())
+    original = config["backbone_fingerprint"]
+    if whole == "drop":
+        del config["backbone_fingerprint"]
+    elif whole is not None:
+        config["backbone_fingerprint"] = whole
+    else:
+        changed = {k: v for k, v in original.items() if k not in dropped}
+        config["backbone_fingerprint"] = {**changed, **edits}
+    path.write_text(json.dumps(config))
+    before = listing(root)
+    result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
+    ends_well(result, root, before)
+    assert (result.code == 0) == (config.get("backbone_fingerprint") == original)
+
+
+REPORT_DIR_ENTRIES = ("report.md", "cells.csv", "paired.csv", "table-np-shots=64.csv", "table-shots-np=4.md",
+                      "notes.md", "figure.png", "sub/")
+
+
+def _stored_results(results: Path) -> None:
+    for seed in (1, 2):
+        cell = load_cells(None, {"tasks": ["sst2"], "methods": ["warp"], "seeds": [seed]})[0]
+        write_record(results, cell, {"status": "ok", "task": "sst2", "method": "warp", "backbone": "minilm", "shots": 64,
+                                     "n_prompts": cell.n_prompts, "seed": seed, "primary_metric": "accuracy",
+                                     "metrics": {"accuracy": 0.5 + seed / 10}})
+
+
+def _contents(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+@given(entries=st.sets(st.sampled_from(REPORT_DIR_ENTRIES)), exists=st.booleans())
+def test_report_writes_only_into_a_new_empty_or_report_directory(scratch, entries, exists):
+    root = scratch()
+    _stored_results(root / "results")
+    out = root / "out"
+    if exists or entries:
+        out.mkdir()
+    for entry in entries:
+        if entry.endswith("/"):
+            (out / entry).mkdir()
+            (out / entry / "inside.txt").write_text("mine")
+        else:
+            (out / entry).write_text(f"old {entry}")
+    before, before_listing = (_contents(out) if out.exists() else {}), listing(root)
+    result = run_cli("report", root / "results", "--out", out)
+    ends_well(result, root, before_listing)
+    own = {"report.md", "cells.csv"}
+    assert (result.code == 0) == (not entries or own <= entries)
+    if result.code == 0:
+        after = _contents(out)
+        foreign = {k: v for k, v in before.items() if not k.startswith(("report.", "cells.", "paired.", "table-"))}
+        assert foreign.items() <= after.items()  # notes, figures and folders of a report directory are kept
+        assert own <= set(after) and not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+@given(signal_at=st.integers(1, 8), interrupt=st.sampled_from(["SIGTERM", "SIGINT"]))
+def test_a_signal_during_a_report_leaves_the_old_report_whole(scratch, signal_at, interrupt):
+    import builtins
+    import signal
+
+    root = scratch()
+    _stored_results(root / "results")
+    assert run_cli("report", root / "results", "--out", root / "out").code == 0
+    before = _contents(root / "out")
+    cell = load_cells(None, {"tasks": ["sst2"], "methods": ["warp"], "seeds": [3]})[0]
+    write_record(root / "results", cell, {"status": "ok", "task": "sst2", "method": "warp", "backbone": "minilm",
+                                          "shots": 64, "n_prompts": cell.n_prompts, "seed": 3,
+                                          "primary_metric": "accuracy", "metrics": {"accuracy": 0.9}})
+    real_open, writes = builtins.open, count(1)
+
+    def signalling_open(file, mode="r", *args, **kwargs):
+        if "w" in mode and next(writes) == signal_at:
+            os.kill(os.getpid(), getattr(signal, interrupt))
+        return real_open(file, mode, *args, **kwargs)
+
+    builtins.open = signalling_open
+    try:
+        result = run_cli("report", root / "results", "--out", root / "out")
+    finally:
+        builtins.open = real_open
+    after = _contents(root / "out")
+    if result.code == 0:  # the signal came after the last file write: the new report is whole
+        assert after != before and "(3)" in after["report.md"].decode()
+    else:
+        assert result.code == (143 if interrupt == "SIGTERM" else 130) and after == before
+    assert sorted(p.name for p in root.iterdir()) == ["out", "results"]

@@ -305,6 +305,19 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
     return sorted(cells, key=Cell.sort_key)
 
 
+class AliasFreeLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases (``*name``): a dozen lines of nested aliases ("billion laughs")
+    expand to gigabytes, and a grid has no need of them."""
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in grid files; write the values out",
+                event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def read_grid_file(path: str | Path) -> dict[str, Any]:
     """Parse a ``.yaml``/``.yml`` or ``.toml`` grid file, reporting syntax errors with their line."""
     path = Path(path)
@@ -313,7 +326,7 @@ def read_grid_file(path: str | Path) -> dict[str, Any]:
     text = "\n".join(line for _, line in read_lines(path))
     if path.suffix in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=AliasFreeLoader)  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             at = f":{mark.line + 1}" if mark is not None else ""

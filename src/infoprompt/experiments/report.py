@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
+import os
 import re
+import shutil
 import statistics
+import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +21,7 @@ from infoprompt.errors import UserError
 from infoprompt.experiments.diagnostics import information_markdown, selection_markdown
 from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
-from infoprompt.io_utils import atomic_write_text
+from infoprompt.io_utils import check_name_lengths, replace_directory, scratch_prefix
 from infoprompt.kinds.registry import table_label, table_order
 from infoprompt.tasks import TASKS
 
@@ -299,6 +303,8 @@ def build_report(
     Returns the Markdown text and the written paths.
     """
     directories = [results_dir] if isinstance(results_dir, str | Path) else list(results_dir)
+    out = Path(out_dir) if out_dir is not None else Path(directories[0]) / "report"
+    check_report_target(out)
     records = label_variants([record for directory in directories for record in load_records(directory)])
     where = ", ".join(str(d) for d in directories)
     if not records:
@@ -327,31 +333,69 @@ def build_report(
     if failures:
         parts.append(failures)
     text = "\n".join(parts)
-    out = Path(out_dir) if out_dir is not None else Path(directories[0]) / "report"
-    written = [out / "report.md"]
-    atomic_write_text(out / "report.md", text)
+    files = {"report.md": text}
     for table in tables:
-        atomic_write_text(out / f"{table.name}.csv", to_csv(table))
-        atomic_write_text(out / f"{table.name}.md", to_markdown(table, digits))
-        written += [out / f"{table.name}.csv", out / f"{table.name}.md"]
-    atomic_write_text(out / "cells.csv", cells_csv(stats))
-    written.append(out / "cells.csv")
+        files[f"{table.name}.csv"] = to_csv(table)
+        files[f"{table.name}.md"] = to_markdown(table, digits)
+    files["cells.csv"] = cells_csv(stats)
     if pairs:
-        atomic_write_text(out / "paired.csv", paired_csv(pairs))
-        written.append(out / "paired.csv")
-    _remove_stale_outputs(out, written)
+        files["paired.csv"] = paired_csv(pairs)
+    write_report_directory(out, files)
+    written = [out / name for name in files]
     return text, written
 
 
-# Names build_report writes; only these are ever removed from an output directory.
-_OWN_OUTPUTS = (*(f"*{stem}*{suffix}" for stem in (NP_TABLE, SHOTS_TABLE) for suffix in (".csv", ".md")), "paired.csv")
+# What marks a directory as one build_report wrote (and may replace): these files are in it.
+REPORT_MARKERS = ("report.md", "cells.csv")
+# Names build_report writes; every other file of a report directory is carried over to the new one.
+_OWN_OUTPUTS = (*REPORT_MARKERS, "paired.csv",
+                *(f"*{stem}*{suffix}" for stem in (NP_TABLE, SHOTS_TABLE) for suffix in (".csv", ".md")))
 
 
-def _remove_stale_outputs(out: Path, written: Sequence[Path]) -> None:
-    """Delete the tables an earlier report wrote that this one did not (a grid that gained a shots value changes
-    its layout), so that no out-of-date table sits beside the current ones."""
-    keep = {path.name for path in written}
-    for pattern in _OWN_OUTPUTS:
-        for path in out.glob(pattern):
-            if path.name not in keep:
-                path.unlink()
+def is_report_directory(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and all((path / name).is_file() for name in REPORT_MARKERS)
+
+
+def check_report_target(out: Path) -> None:
+    """Refuse, before any work, an output that is not a new or empty directory or an earlier report's."""
+    check_name_lengths(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UserError(f"report output {out} exists and is not a directory; name a new or empty directory")
+    if out.is_dir() and any(out.iterdir()) and not is_report_directory(out):
+        raise UserError(f"report output {out} holds files and is not a report directory (one holding "
+                        f"{' and '.join(REPORT_MARKERS)}), so it is left alone; name a new or empty directory")
+
+
+def write_report_directory(out: Path, files: dict[str, str]) -> None:
+    """Write ``files`` into a scratch directory beside ``out`` and swap it in whole: a kill or a full disk
+    leaves the earlier report as it was (and no scratch), never half of each. Files of the earlier report
+    directory that are not this module's outputs (notes, figures) move to the new one."""
+    check_report_target(out)  # another report may have been put there meanwhile
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(out.name)}{os.getpid()}.", suffix=".partial",
+                                        dir=out.parent))
+    except OSError as error:
+        raise UserError(f"cannot write the report {out}: {error.strerror}") from None
+    try:
+        for name, text in files.items():
+            with open(staging / name, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+        if out.is_dir():
+            _carry_over(out, staging)
+        replace_directory(staging, out)
+    except OSError as error:
+        raise UserError(f"cannot write the report {out}: {error.strerror}; the earlier report is unchanged") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _carry_over(old: Path, new: Path) -> None:
+    for entry in old.iterdir():
+        if not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in _OWN_OUTPUTS):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, new / entry.name, symlinks=True)
+            else:
+                shutil.copy2(entry, new / entry.name, follow_symlinks=False)

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import math
 import os
+import shlex
 import socket
 import time
 from pathlib import Path
@@ -43,6 +44,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise UserError(f"{path}: damaged result record ({error}); delete it to rerun the cell") from None
+    except RecursionError:
+        raise UserError(f"{path}: damaged result record (JSON nested too deeply); delete it to rerun the cell") from None
     if not isinstance(record, dict):
         raise UserError(f"{path}: a result record must be a JSON object")
     return record
@@ -126,7 +129,7 @@ def read_claim(path: Path) -> dict[str, Any] | None:
         text, age = "", _age(path)
     try:
         claim = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         claim = None
     if isinstance(claim, dict) and isinstance(claim.get("host"), str) and isinstance(claim.get("pid"), int):
         return claim
@@ -217,6 +220,26 @@ def _take_over(path: Path) -> bool:
         return True
     finally:
         lock.unlink(missing_ok=True)
+
+
+def foreign_claim_note(path: Path) -> str | None:
+    """For a readable claim of another host (which this host cannot tell dead from alive): who holds it, for
+    how long, and how to release it if that worker is gone; ``None`` for claims of this host."""
+    claim = read_claim(path)
+    if claim is None or claim.get("unreadable") or claim.get("host") == socket.gethostname():
+        return None
+    return (f"held by host {claim['host']} (pid {claim['pid']}) for {_duration(_age(path))}; if that worker is "
+            f"gone, release it with: rm {shlex.quote(str(path))}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest % 60} s"
 
 
 def release_claim(results_dir: str | Path, cell: Cell) -> None:

@@ -19,6 +19,7 @@ from infoprompt.experiments.store import (
     STATUS_FAILED,
     STATUS_OK,
     claim_path,
+    foreign_claim_note,
     is_finished,
     is_stale,
     read_claim,
@@ -154,6 +155,9 @@ def run_sweep(
         # must all run the same cells, so they do not claim.)
         if claims and (not try_claim(results_dir, cell) or _taken_meanwhile(results_dir, cell, pass_started)):
             summary.claimed_elsewhere += 1
+            note = foreign_claim_note(claim_path(results_dir, cell))
+            if note is not None:
+                echo(f"[{number}/{len(todo)}] {cell.id}: skipped, {note}")
             continue
         try:
             message, seconds = _run_cell(cell, results_dir, runner, backbones, save_runs, processes.is_main_process, summary)

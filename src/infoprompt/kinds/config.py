@@ -21,7 +21,7 @@ from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
 from infoprompt.tasks import TaskSpec, get_task
 from infoprompt.templates import Template
-from infoprompt.validation import check_finite, check_labels, validate_classifier_config
+from infoprompt.validation import check_finite, check_labels, require_fingerprint, validate_classifier_config
 
 # Where the InfoNCE negatives come from: "paper" (no-prompt states, token embeddings) or "batch" (the other
 # examples' prompts).
@@ -233,7 +233,7 @@ def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backb
     """Load the adapter in ``directory`` as ``model_type`` on ``backbone`` (the saved one unless given), on the
     backbone's device: the one place every kind's loading goes through."""
     if backbone is None:
-        backbone = load_backbone(config.backbone, cache_dir=cache_dir)
+        backbone = load_backbone(config.backbone, cache_dir=cache_dir, from_file=True)
     return model_type.load(directory, config, backbone).to(backbone.device)
 
 
@@ -244,7 +244,8 @@ def read_adapter_config(directory: Path) -> ClassifierConfig:
         raise UserError(f"adapter directory {directory} does not exist")
     if not config_path.is_file():
         raise UserError(f"adapter file {config_path} is missing")
-    return ClassifierConfig.from_json(read_json_object(config_path), str(config_path))
+    data = require_fingerprint(read_json_object(config_path), str(config_path))
+    return ClassifierConfig.from_json(data, str(config_path))
 
 
 def read_weights(

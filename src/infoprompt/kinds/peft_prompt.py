@@ -20,6 +20,7 @@ from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.kinds.registry import Kind, Method
 from infoprompt.templates import Batch
 from infoprompt.training import train
+from infoprompt.validation import check_peft_adapter
 
 PEFT_DIR = "peft"
 
@@ -105,6 +106,7 @@ class PeftPromptClassifier(BaselineModel):
         peft_dir = directory / PEFT_DIR
         if not (peft_dir / "adapter_config.json").is_file():
             raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
+        check_peft_adapter(peft_dir, config.n_prompts, backbone.hidden_size)
         return cls(backbone, config, peft_dir=peft_dir)
 
 

@@ -40,6 +40,7 @@ from infoprompt.training.contract import FitResult
 from infoprompt.training.data import encode_examples
 from infoprompt.training.loop import JsonlLog
 from infoprompt.training.runtime import resolve_device
+from infoprompt.validation import check_field_types
 
 SETTINGS_NAME = "setfit_config.json"
 INSTALL_HINT = "pip install 'infoprompt[setfit]'"
@@ -295,6 +296,7 @@ class SetFitClassifier(BaselineModel):
             settings = SetFitSettings(**saved["settings"])
         except (KeyError, TypeError) as error:
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
+        check_field_types(settings, str(settings_path))
         model = cls(backbone, config, settings)
         expected = model.saved_state()
         state = read_weights(directory, expected, free_shapes=HEAD_ARRAYS)

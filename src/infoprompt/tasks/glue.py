@@ -8,6 +8,7 @@ from pathlib import Path
 from infoprompt.errors import UserError
 from infoprompt.io_utils import read_lines
 from infoprompt.tasks.base import Example, TaskSpec
+from infoprompt.validation import is_blank
 
 SINGLE_TEMPLATE = "<cls> <p> {sentence} <p> <mask> <p> <sep>"
 PAIR_TEMPLATE = "<cls> <p> {sentence1} <p> <mask> <p> {sentence2} <p> <sep>"
@@ -52,7 +53,7 @@ def read_tsv(
         else:
             label = raw_label
         fields = {name: cells[index].strip() for name, index in columns.items()}
-        empty = [name for name, text in fields.items() if not text]
+        empty = [name for name, text in fields.items() if is_blank(text)]
         if empty:
             raise UserError(f"{path}:{line_number}: empty text field(s) {', '.join(empty)}")
         examples.append(Example(fields=fields, label=label, source=f"{path}:{line_number}"))
@@ -73,7 +74,8 @@ def _check_header(
         if len(cells) != n_columns:
             raise UserError(f"{path}:1: header has {len(cells)} tab-separated columns, expected {n_columns}")
     elif cells != list(header):
-        raise UserError(f"{path}:1: header {first!r} is not the expected {expected!r}")
+        shown = first if len(first) <= 200 else first[:200] + "…"
+        raise UserError(f"{path}:1: header {shown!r} is not the expected {expected!r}")
 def _read_sst2(path: Path) -> list[Example]:
     return read_tsv(
         path, columns={"sentence": 0}, label_column=1, n_columns=2, header=("sentence", "label"),

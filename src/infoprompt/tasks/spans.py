@@ -24,6 +24,8 @@ def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise UserError(f"{where}: not valid JSON ({error.msg})") from None
+        except RecursionError:
+            raise UserError(f"{where}: JSON nested too deeply") from None
         if not isinstance(record, dict):
             raise UserError(f"{where}: expected a JSON object, found {type(record).__name__}")
         yield where, record

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from infoprompt.errors import UserError
 from infoprompt.tasks import Example
-from infoprompt.templates import Batch, EncodedPair, collate
+from infoprompt.templates import CHARS_PER_TOKEN, CUT_POLICIES, Batch, EncodedPair, clip_characters, collate
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import Adapter
 from infoprompt.training.runtime import autocast, map_chunks, model_device
@@ -33,7 +34,8 @@ class EncodedSet:
 
 
 def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
-    pairs = model.template_encoder.encode_many([e.fields for e in examples], [e.source for e in examples])
+    fields = [clipped_fields(model, example) for example in examples]
+    pairs = model.template_encoder.encode_many(fields, [e.source for e in examples])
     if all(e.label is not None for e in examples):
         labels = torch.tensor(
             [model.config.labels.index(model.task.labels[model.task.label_index(e.label, e.source)]) for e in examples]
@@ -41,6 +43,22 @@ def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
     else:
         labels = None
     return EncodedSet(pairs=pairs, labels=labels)
+
+
+def clipped_fields(model: Adapter, example: Example) -> dict[str, str]:
+    """The example's text fields cut to the characters its token budget can use (see
+    :data:`~infoprompt.templates.CHARS_PER_TOKEN`), so that tokenising a huge text costs no more than that."""
+    max_length, policies = model.config.max_length, getattr(model.template_encoder, "policies", {})
+    fields = {}
+    for name, text in example.fields.items():
+        fields[name] = clip_characters(text, max_length, policies.get(name, CUT_POLICIES[0]))
+        if len(fields[name]) < len(text) and not model.config.truncate:
+            raise UserError(
+                f"{example.source or 'input'}: field {name} has {len(text)} characters, more than max_length={max_length} "
+                f"tokens can hold (at most {CHARS_PER_TOKEN} characters a token are read), and truncation is off "
+                "(shorten the input; when training, raise --max-length or drop --no-truncate)"
+            )
+    return fields
 
 
 def subset(encoded: EncodedSet, indices: list[int]) -> EncodedSet:
@@ -111,7 +129,7 @@ def cache_eval_features(
         cache_features(model, encoded, config.eval_batch_size, progress, accelerator, precision)
         return "off"
     path = store_path(config.feature_store_dir or default_cache_dir(), feature_key(model, examples, encoded.pairs, precision))
-    stored = load_features(path, len(encoded))
+    stored = load_features(path, len(encoded), (model.backbone.hidden_size, model.head.in_features))
     if stored is not None:
         device = model_device(model)
         encoded.pooled, encoded.z_plain = stored[0].to(device), stored[1].to(device)
