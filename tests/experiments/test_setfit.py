@@ -55,7 +55,7 @@ def test_setfit_trains_saves_without_pickle_and_reloads_identically(toy_task, ti
     for name, tensor in backbone.model.state_dict().items():
         assert torch.equal(tensor, snapshot[name]), name  # the body is a fine-tuned copy
     files = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert files == ["adapter_config.json", "adapter_model.safetensors", "metrics.json", "setfit_config.json",
+    assert files == ["adapter_model.safetensors", "infoprompt_adapter.json", "metrics.json", "setfit_config.json",
                      "train_log.jsonl"]
     assert all(name.endswith(SAFE_SUFFIXES) for name in files)  # no joblib / pickle anywhere
     saved = json.loads((out / "setfit_config.json").read_text())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from peft import PeftModel, PromptTuningConfig, PromptTuningInit, TaskType, get_peft_model
+from peft.utils import CONFIG_NAME as PEFT_CONFIG_NAME
 from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from infoprompt.backbones import Backbone
@@ -59,7 +60,7 @@ class PeftPromptClassifier(BaselineModel):
     frozen. ``peft``'s prompt init ``SAMPLE_VOCAB`` starts the prompts at random token embeddings (as WARP's
     are). In training mode the encoder's dropout is on, as in every ``peft`` training script.
 
-    Saved as our ``adapter_config.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
+    Saved as our ``infoprompt_adapter.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
     which ``PeftModel.from_pretrained`` can also load directly.
     """
 
@@ -103,8 +104,8 @@ class PeftPromptClassifier(BaselineModel):
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PeftPromptClassifier:
         peft_dir = directory / PEFT_DIR
-        if not (peft_dir / "adapter_config.json").is_file():
-            raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
+        if not (peft_dir / PEFT_CONFIG_NAME).is_file():
+            raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir / PEFT_CONFIG_NAME}")
         return cls(backbone, config, peft_dir=peft_dir)
 
 
