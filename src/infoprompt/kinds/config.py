@@ -246,11 +246,11 @@ def read_adapter_config(directory: Path) -> ClassifierConfig:
 
 
 def read_weights(
-    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = ()
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = (), name: str = WEIGHTS_NAME
 ) -> dict[str, torch.Tensor]:
-    """Read ``adapter_model.safetensors`` and check its names, the shapes of all but ``free_shapes`` against
-    ``expected``, and that every value is finite."""
-    path = directory / WEIGHTS_NAME
+    """Read ``name`` (``adapter_model.safetensors`` unless told) and check its names, the shapes of all but
+    ``free_shapes`` against ``expected``, and that every value is finite."""
+    path = directory / name
     if not path.is_file():
         raise UserError(f"adapter file {path} is missing")
     try:

@@ -61,7 +61,8 @@ class PeftPromptClassifier(BaselineModel):
     are). In training mode the encoder's dropout is on, as in every ``peft`` training script.
 
     Saved as our ``infoprompt_adapter.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
-    which ``PeftModel.from_pretrained`` can also load directly.
+    which ``PeftModel.from_pretrained`` can also load directly, with the sequence-classification model's
+    ``peft/config.json`` (label names) beside it.
     """
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, peft_dir: Path | None = None):
@@ -95,6 +96,9 @@ class PeftPromptClassifier(BaselineModel):
         if staging.exists():
             shutil.rmtree(staging)
         self.peft.save_pretrained(str(staging))
+        # peft saves no model config; this one carries id2label/label2id, so that a model built from it
+        # (AutoConfig.from_pretrained on the peft folder) names its classes as this adapter does.
+        self.peft.get_base_model().config.save_pretrained(str(staging))
         final = directory / PEFT_DIR
         if final.exists():
             shutil.rmtree(final)
