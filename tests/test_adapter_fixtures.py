@@ -12,6 +12,7 @@ from safetensors import safe_open
 
 import infoprompt
 from infoprompt.cli import main
+from infoprompt.io_utils import adapter_config_file
 from infoprompt.kinds import KINDS, kind_of
 from infoprompt.kinds.config import FORMAT_VERSION
 from infoprompt.tasks import Example
@@ -44,7 +45,7 @@ def test_every_registered_kind_has_a_committed_adapter():
 
 @pytest.mark.parametrize("kind", SAVED)
 def test_the_format_version_is_one_this_code_reads(kind):
-    config = json.loads((FIXTURES / kind / "adapter_config.json").read_text(encoding="utf-8"))
+    config = json.loads(adapter_config_file(FIXTURES / kind).read_text(encoding="utf-8"))
     assert isinstance(config["format_version"], int) and 1 <= config["format_version"] <= FORMAT_VERSION
     weights = FIXTURES / kind / "adapter_model.safetensors"
     if weights.is_file():  # peft keeps its weights in its own directory

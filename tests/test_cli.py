@@ -55,7 +55,7 @@ def test_train_eval_predict_on_minilm(tmp_path, data_dir):
     record = json.loads((out / "metrics.json").read_text())
     assert record["seed"] == 1 and record["n_train"] == 16 and record["steps"] == 2 and record["backbone"] == "minilm"
     assert 0.0 <= record["metrics"]["accuracy"] <= 1.0 and record["parameters"]["frozen"] > 20_000_000
-    assert {"adapter_config.json", "adapter_model.safetensors", "train_log.jsonl"} <= {p.name for p in out.iterdir()}
+    assert {"infoprompt_adapter.json", "adapter_model.safetensors", "train_log.jsonl"} <= {p.name for p in out.iterdir()}
 
     evaluated = run_cli("eval", "--adapter", str(out), "--data-dir", str(data_dir), "--quiet")
     assert evaluated.returncode == 0, evaluated.stderr

@@ -10,7 +10,7 @@ from infoprompt.io_utils import atomic_write_json, staged_directory
 
 def _old_run(final):
     final.mkdir()
-    for name in ("adapter_config.json", "metrics.json", "old.txt"):
+    for name in ("infoprompt_adapter.json", "metrics.json", "old.txt"):
         (final / name).write_text("old")
 
 

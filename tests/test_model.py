@@ -82,7 +82,7 @@ def test_corrupt_or_missing_files_fail_clearly(bert_backbone, tmp_path):
     with pytest.raises(UserError, match="not valid JSON"):
         load_adapter(tmp_path / "b", backbone=bert_backbone)
     (tmp_path / "b" / CONFIG_NAME).unlink()
-    with pytest.raises(UserError, match="adapter_config.json is missing"):
+    with pytest.raises(UserError, match="infoprompt_adapter.json is missing"):
         load_adapter(tmp_path / "b", backbone=bert_backbone)
     with pytest.raises(UserError, match="does not exist"):
         load_adapter(tmp_path / "nowhere", backbone=bert_backbone)

@@ -13,6 +13,7 @@ from pathlib import Path
 from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
 from infoprompt.experiments.cli import add_experiment_commands
+from infoprompt.export import add_export_command
 from infoprompt.options import (
     COUNT,
     NON_NEGATIVE,
@@ -248,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("tasks", help="list tasks").set_defaults(handler=cmd_tasks)
     commands.add_parser("methods", help="list methods").set_defaults(handler=cmd_methods)
-    for register in (add_experiment_commands, add_analysis_commands, add_theory_commands, add_serve_command):
+    for register in (add_experiment_commands, add_analysis_commands, add_theory_commands, add_serve_command,
+                     add_export_command):
         register(commands)
     return parser
 

@@ -248,12 +248,39 @@ def _check_parent(target: Path) -> None:
         raise UserError(f"cannot write {target}: directory {parent} is not writable")
 
 
-RUN_MARKERS = ("adapter_config.json", "metrics.json")
+# The library's own adapter metadata. Adapters written before it moved keep it under the legacy name, which
+# PEFT reserves: transformers and PEFT read any file of that name as a PEFT config.
+ADAPTER_CONFIG_NAME = "infoprompt_adapter.json"
+LEGACY_ADAPTER_CONFIG_NAME = "adapter_config.json"
+OWN_CONFIG_KEYS = ("task", "method", "backbone")
+RUN_MARKERS = (ADAPTER_CONFIG_NAME, "metrics.json")
+
+
+def adapter_config_file(directory: Path) -> Path | None:
+    """The adapter metadata file in ``directory``: the current name, else the legacy one when it holds this
+    library's metadata (a PEFT config under that name does not), else ``None``."""
+    current = directory / ADAPTER_CONFIG_NAME
+    if current.is_file():
+        return current
+    legacy = directory / LEGACY_ADAPTER_CONFIG_NAME
+    if legacy.is_file() and not is_foreign_config(legacy):
+        return legacy
+    return None
+
+
+def is_foreign_config(path: Path) -> bool:
+    """Whether a legacy-named config is another library's: a JSON object with PEFT's ``peft_type`` or with none
+    of this library's keys. A file that does not parse counts as ours, so that reading it names the damage."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and ("peft_type" in data or not any(key in data for key in OWN_CONFIG_KEYS))
 
 
 def is_run_directory(path: Path) -> bool:
-    """A directory this library wrote as a run: its adapter config and metrics are there."""
-    return path.is_dir() and all((path / name).is_file() for name in RUN_MARKERS)
+    """A directory this library wrote as a run: its adapter config (current or legacy name) and metrics are there."""
+    return path.is_dir() and adapter_config_file(path) is not None and (path / RUN_MARKERS[1]).is_file()
 
 
 def check_run_target(final: str | os.PathLike[str], overwrite: bool = False) -> Path:

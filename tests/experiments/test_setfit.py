@@ -54,9 +54,14 @@ def test_setfit_trains_saves_without_pickle_and_reloads_identically(toy_task, ti
     assert record["steps"] == 20 and record["lr"] == 2e-5 and set(record["metrics"]) == {"accuracy", "f1"}
     for name, tensor in backbone.model.state_dict().items():
         assert torch.equal(tensor, snapshot[name]), name  # the body is a fine-tuned copy
-    files = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert files == ["adapter_config.json", "adapter_model.safetensors", "metrics.json", "setfit_config.json",
-                     "train_log.jsonl"]
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    # setfit's and sentence-transformers' own layout (SetFitModel.from_pretrained reads it), and ours.
+    native = ["1_Pooling/config.json", "2_Normalize/config.json", "config.json", "config_sentence_transformers.json",
+              "config_setfit.json", "model.safetensors", "modules.json", "sentence_bert_config.json",
+              "tokenizer.json", "tokenizer_config.json"]
+    ours = ["adapter_model.safetensors", "infoprompt_adapter.json", "metrics.json", "setfit_config.json",
+            "setfit_head.safetensors", "train_log.jsonl"]
+    assert files == sorted(native + ours)
     assert all(name.endswith(SAFE_SUFFIXES) for name in files)  # no joblib / pickle anywhere
     saved = json.loads((out / "setfit_config.json").read_text())
     assert saved["settings"] == SetFitSettings().to_json() and saved["fitted"] is True

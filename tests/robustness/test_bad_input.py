@@ -31,7 +31,7 @@ from infoprompt.experiments.sweep import BackboneCache, cell_status, run_sweep
 from infoprompt.inputs import read_inputs
 from infoprompt.io_utils import atomic_write_json, decode_lines, staged_directory
 from infoprompt.kinds import load_adapter
-from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.config import CONFIG_NAME, ClassifierConfig
 from infoprompt.pipeline import RunSpec, build_classifier, run_training
 from infoprompt.tasks import TASKS, TaskSpec, get_task, load_split, register_task
 from infoprompt.tasks.glue import read_tsv
@@ -415,10 +415,10 @@ def test_a_read_only_directory_is_refused_before_training(tmp_path, sst2_dir, ti
 ])
 def test_wrong_adapter_configs_are_one_line(tiny_run, tmp_path, sst2_dir, change, message):
     adapter = copy_run(tiny_run, tmp_path)
-    path = adapter / "adapter_config.json"
+    path = adapter / CONFIG_NAME
     path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
     result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
-    assert result.one_line_error and message in result.err and "adapter_config.json" in result.err
+    assert result.one_line_error and message in result.err and CONFIG_NAME in result.err
 
 
 def test_adapter_files_are_byte_identical_between_identical_runs(tmp_path, sst2_dir, tiny_bert):
@@ -518,14 +518,14 @@ def test_an_overwrite_that_loses_the_race_leaves_the_winner(tmp_path, monkeypatc
 
     final = tmp_path / "run"
     final.mkdir()
-    for name in ("adapter_config.json", "metrics.json"):
+    for name in (CONFIG_NAME, "metrics.json"):
         (final / name).write_text("old")
     real_rename = os.rename
 
     def rename_after_a_rival(source, target):
         if Path(target) == final and not final.exists():  # a rival run installs between backup and rename
             final.mkdir()
-            for name in ("adapter_config.json", "metrics.json"):
+            for name in (CONFIG_NAME, "metrics.json"):
                 (final / name).write_text("rival")
         return real_rename(source, target)
 
@@ -552,7 +552,7 @@ def test_an_overwrite_whose_old_run_was_moved_by_a_rival_still_installs(tmp_path
 
     final = tmp_path / "out" / "run"
     final.mkdir(parents=True)
-    for name in ("adapter_config.json", "metrics.json"):
+    for name in (CONFIG_NAME, "metrics.json"):
         (final / name).write_text("old")
     real_replace = os.replace
 

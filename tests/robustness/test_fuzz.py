@@ -30,7 +30,7 @@ from infoprompt.experiments.store import CLAIM_GRACE_S, claim_path, write_record
 from infoprompt.experiments.sweep import BackboneCache, run_sweep
 from infoprompt.inputs import read_inputs
 from infoprompt.io_utils import RUN_MARKERS, staged_directory
-from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.config import CONFIG_NAME, ClassifierConfig
 from infoprompt.tasks import get_task, load_split
 
 SST2 = get_task("sst2")
@@ -243,7 +243,7 @@ def test_a_corrupted_adapter_config_evaluates_or_fails_in_one_line(scratch, tiny
     root = scratch()
     adapter = root / "adapter"
     shutil.copytree(tiny_run, adapter)
-    path = adapter / "adapter_config.json"
+    path = adapter / CONFIG_NAME
     if whole is not None:
         path.write_bytes(whole)
     else:

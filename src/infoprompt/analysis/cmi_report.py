@@ -20,7 +20,7 @@ from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
-from infoprompt.kinds.config import CONFIG_NAME
+from infoprompt.io_utils import adapter_config_file
 from infoprompt.pipeline import RunSpec, read_split, run_training
 from infoprompt.tasks import Example, get_task
 from infoprompt.training.config import TrainConfig
@@ -321,8 +321,8 @@ def read_cmi_values(csv_path: Path) -> dict[str, dict[str, np.ndarray]]:
 def _adapter_prompts(adapters: list[SourceSpec]) -> int | None:
     """n_p of the first adapter, read from its config (the adapters are loaded later, once)."""
     for spec in adapters:
-        path = Path(spec.adapter or "") / CONFIG_NAME
-        if path.is_file():
+        path = adapter_config_file(Path(spec.adapter or ""))
+        if path is not None:
             try:
                 return int(json.loads(path.read_text(encoding="utf-8")).get("n_prompts") or 0) or None
             except (ValueError, json.JSONDecodeError):

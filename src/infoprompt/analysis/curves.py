@@ -1,7 +1,7 @@
 """Learning curves from run logs: per-method mean and spread over seeds, and steps to 95% of the final loss.
 
 A run is a directory holding ``train_log.jsonl`` (as :func:`infoprompt.training.train` writes it) and, when the
-runner or ``infoprompt train`` made it, ``metrics.json`` / ``adapter_config.json`` naming its method, task,
+runner or ``infoprompt train`` made it, ``metrics.json`` / ``infoprompt_adapter.json`` naming its method, task,
 seed, shots and backbone. A path given by the user is either such a directory or a folder searched
 recursively for them (a sweep results directory).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from infoprompt.errors import UserError
-from infoprompt.io_utils import read_json_object
+from infoprompt.io_utils import adapter_config_file, read_json_object
 
 LOG_NAME = "train_log.jsonl"
 LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
@@ -84,15 +84,16 @@ class RunLog:
 
 
 def read_run(directory: str | os.PathLike[str]) -> RunLog:
-    """Read one run directory; its method comes from metrics.json, adapter_config.json or the folder name."""
+    """Read one run directory; its method comes from metrics.json, the adapter config or the folder name."""
     directory = Path(directory)
     log_path = directory / LOG_NAME
     if not log_path.is_file():
         raise UserError(f"{directory}: no {LOG_NAME}")
     meta: dict[str, object] = {}
-    for name in ("adapter_config.json", "metrics.json"):  # metrics.json (the run record) wins
-        if (directory / name).is_file():
-            meta.update(read_json_object(directory / name))
+    config_file = adapter_config_file(directory)
+    for path in (config_file, directory / "metrics.json"):  # metrics.json (the run record) wins
+        if path is not None and path.is_file():
+            meta.update(read_json_object(path))
     log = _read_log(log_path)
     metric_names = sorted({name for _, values in log.eval_rows for name in values})
     evals = {

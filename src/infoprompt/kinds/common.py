@@ -52,7 +52,7 @@ class BaselineModel(nn.Module):
     """Base of the baselines; it offers the interface :mod:`infoprompt.training` and the pipeline use.
 
     ``config`` is a :class:`~infoprompt.kinds.config.ClassifierConfig` (so adapters of every method share one
-    ``adapter_config.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.
+    ``infoprompt_adapter.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.
     ``template_encoder`` encodes inputs without prompt slots; ``reserved`` positions stay free for prompts
     that the baseline adds itself (PEFT prepends its virtual tokens).
     """
@@ -108,7 +108,7 @@ class BaselineModel(nn.Module):
 
 
 def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:
-    """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``adapter_config.json`` atomically."""
+    """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``infoprompt_adapter.json`` atomically."""
     directory.mkdir(parents=True, exist_ok=True)
     if state is not None:
         write_safetensors(directory / WEIGHTS_NAME, state, FORMAT_VERSION)

@@ -1,4 +1,4 @@
-"""The adapter config every kind saves (``adapter_config.json``), its resolution against task and method, and
+"""The adapter config every kind saves (``infoprompt_adapter.json``), its resolution against task and method, and
 the checked readers of a saved adapter's files."""
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from safetensors.torch import load_file
 
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import read_json_object
+from infoprompt.io_utils import (
+    ADAPTER_CONFIG_NAME,
+    LEGACY_ADAPTER_CONFIG_NAME,
+    adapter_config_file,
+    read_json_object,
+)
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
@@ -30,7 +35,7 @@ POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
 KIND_ONLY_FIELDS = ("released_batch_prompt",)
-CONFIG_NAME = "adapter_config.json"
+CONFIG_NAME = ADAPTER_CONFIG_NAME  # read under the legacy name too: see read_adapter_config
 WEIGHTS_NAME = "adapter_model.safetensors"
 FORMAT_VERSION = 1
 
@@ -238,22 +243,27 @@ def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backb
 
 
 def read_adapter_config(directory: Path) -> ClassifierConfig:
-    """The config of the adapter saved in ``directory`` (any kind), with its files checked to be there."""
-    config_path = directory / CONFIG_NAME
+    """The config of the adapter saved in ``directory`` (any kind), with its files checked to be there.
+
+    Adapters written before the metadata moved to ``infoprompt_adapter.json`` are read from their
+    ``adapter_config.json``, unless that file is another library's (PEFT's) config."""
     if not directory.is_dir():
         raise UserError(f"adapter directory {directory} does not exist")
-    if not config_path.is_file():
-        raise UserError(f"adapter file {config_path} is missing")
+    config_path = adapter_config_file(directory)
+    if config_path is None:
+        foreign = directory / LEGACY_ADAPTER_CONFIG_NAME
+        note = f" ({foreign} there is another library's config)" if foreign.is_file() else ""
+        raise UserError(f"adapter file {directory / CONFIG_NAME} is missing{note}")
     data = require_fingerprint(read_json_object(config_path), str(config_path))
     return ClassifierConfig.from_json(data, str(config_path))
 
 
 def read_weights(
-    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = ()
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = (), name: str = WEIGHTS_NAME
 ) -> dict[str, torch.Tensor]:
-    """Read ``adapter_model.safetensors`` and check its names, the shapes of all but ``free_shapes`` against
-    ``expected``, and that every value is finite."""
-    path = directory / WEIGHTS_NAME
+    """Read ``name`` (``adapter_model.safetensors`` unless told) and check its names, the shapes of all but
+    ``free_shapes`` against ``expected``, and that every value is finite."""
+    path = directory / name
     if not path.is_file():
         raise UserError(f"adapter file {path} is missing")
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from peft import PeftModel, PromptTuningConfig, PromptTuningInit, TaskType, get_peft_model
+from peft.utils import CONFIG_NAME as PEFT_CONFIG_NAME
 from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from infoprompt.backbones import Backbone
@@ -60,8 +61,9 @@ class PeftPromptClassifier(BaselineModel):
     frozen. ``peft``'s prompt init ``SAMPLE_VOCAB`` starts the prompts at random token embeddings (as WARP's
     are). In training mode the encoder's dropout is on, as in every ``peft`` training script.
 
-    Saved as our ``adapter_config.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
-    which ``PeftModel.from_pretrained`` can also load directly.
+    Saved as our ``infoprompt_adapter.json`` plus ``peft``'s own adapter (``peft/adapter_model.safetensors``),
+    which ``PeftModel.from_pretrained`` can also load directly, with the sequence-classification model's
+    ``peft/config.json`` (label names) beside it.
     """
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, peft_dir: Path | None = None):
@@ -95,6 +97,9 @@ class PeftPromptClassifier(BaselineModel):
         if staging.exists():
             shutil.rmtree(staging)
         self.peft.save_pretrained(str(staging))
+        # peft saves no model config; this one carries id2label/label2id, so that a model built from it
+        # (AutoConfig.from_pretrained on the peft folder) names its classes as this adapter does.
+        self.peft.get_base_model().config.save_pretrained(str(staging))
         final = directory / PEFT_DIR
         if final.exists():
             shutil.rmtree(final)
@@ -104,8 +109,8 @@ class PeftPromptClassifier(BaselineModel):
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PeftPromptClassifier:
         peft_dir = directory / PEFT_DIR
-        if not (peft_dir / "adapter_config.json").is_file():
-            raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir}/adapter_config.json")
+        if not (peft_dir / PEFT_CONFIG_NAME).is_file():
+            raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir / PEFT_CONFIG_NAME}")
         check_peft_adapter(peft_dir, config.n_prompts, backbone.hidden_size)
         return cls(backbone, config, peft_dir=peft_dir)
 

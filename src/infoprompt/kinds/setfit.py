@@ -19,9 +19,9 @@ from torch import nn
 
 from infoprompt.backbones import Backbone, silence_length_warning
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.io_utils import atomic_write_json, read_json_object, write_safetensors
 from infoprompt.kinds.common import BaselineModel, finish_fit, write_adapter
-from infoprompt.kinds.config import ClassifierConfig, read_weights
+from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
 from infoprompt.kinds.registry import Kind, Method
 from infoprompt.logistic import head_from_sklearn
 from infoprompt.tasks import Example
@@ -44,8 +44,17 @@ from infoprompt.validation import check_field_types
 
 SETTINGS_NAME = "setfit_config.json"
 INSTALL_HINT = "pip install 'infoprompt[setfit]'"
-# The sklearn head is stored beside the body so that SetFitModel itself can be rebuilt without joblib.
-HEAD_ARRAYS = ("setfit_head.coef", "setfit_head.intercept", "setfit_head.classes")
+# The regression's fitted arrays, named as LogisticRegression's attributes, so that they can be set on the
+# fresh head SetFitModel.from_pretrained builds (setfit itself reads a head only from a joblib pickle).
+HEAD_FILE = "setfit_head.safetensors"
+HEAD_ATTRIBUTES = ("coef_", "intercept_", "classes_")
+# The files setfit and sentence-transformers read from the adapter directory (their own names).
+SETFIT_CONFIG_NAME = "config_setfit.json"
+BODY_MODULES_NAME = "modules.json"
+BODY_WEIGHTS_NAME = "model.safetensors"
+# Adapters written before the body moved into the sentence-transformers layout kept body and arrays in
+# adapter_model.safetensors under these names.
+LEGACY_HEAD_ARRAYS = ("setfit_head.coef", "setfit_head.intercept", "setfit_head.classes")
 
 
 def require_setfit() -> None:
@@ -264,26 +273,36 @@ class SetFitClassifier(BaselineModel):
         self.setfit.model_head = classifier
         self.fitted = True
 
+    def body_state(self) -> dict[str, torch.Tensor]:
+        """The fine-tuned transformer's weights, named as its ``model.safetensors`` names them."""
+        return {name: t.detach().contiguous().cpu().clone() for name, t in self.body[0].auto_model.state_dict().items()}
+
     def saved_state(self) -> dict[str, torch.Tensor]:
-        """Body weights, the linear head and the regression's arrays: everything, as tensors (no pickle)."""
-        state = {f"body.{name}": t.detach().contiguous().cpu().clone()
-                 for name, t in self.body[0].auto_model.state_dict().items()}
-        state["head.weight"] = self.head.weight.detach().cpu().clone()
-        state["head.bias"] = self.head.bias.detach().cpu().clone()
+        """The linear head (``adapter_model.safetensors``); the body and the regression have files of their own."""
+        return {"head.weight": self.head.weight.detach().cpu().clone(), "head.bias": self.head.bias.detach().cpu().clone()}
+
+    def head_arrays(self) -> dict[str, torch.Tensor]:
+        """The regression's fitted arrays as tensors, keyed by LogisticRegression's attribute names (no pickle)."""
         classifier = self.setfit.model_head
         if self.fitted:
             arrays = (classifier.coef_, classifier.intercept_, np.asarray(classifier.classes_, dtype=np.int64))
         else:
             arrays = (np.zeros((1, self.head.in_features)), np.zeros(1), np.zeros(2, dtype=np.int64))
-        for name, array in zip(HEAD_ARRAYS, arrays, strict=True):
-            state[name] = torch.from_numpy(np.ascontiguousarray(array))
-        return state
+        return {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in zip(HEAD_ATTRIBUTES, arrays, strict=True)}
 
     def save_pretrained(self, directory: str | Path) -> None:
+        """The sentence-transformers layout of the body (``SentenceTransformer(directory)`` and
+        ``SetFitModel.from_pretrained(directory)`` load it), setfit's ``config_setfit.json`` with the label names,
+        the regression's arrays in ``setfit_head.safetensors``, and this library's head, config and settings."""
         directory = Path(directory)
-        write_adapter(directory, self.saved_state(), self.config)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.body.save(str(directory), create_model_card=False)
+        atomic_write_json(directory / SETFIT_CONFIG_NAME, {"labels": list(self.config.labels),
+                                                           "normalize_embeddings": False})
+        write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
         atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
                                                        "body": "Transformer -> Pooling(mean) -> Normalize"})
+        write_adapter(directory, self.saved_state(), self.config)  # last: its config marks a complete adapter
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitClassifier:
@@ -298,22 +317,40 @@ class SetFitClassifier(BaselineModel):
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
         check_field_types(settings, str(settings_path))
         model = cls(backbone, config, settings)
-        expected = model.saved_state()
-        state = read_weights(directory, expected, free_shapes=HEAD_ARRAYS)
-        model.body[0].auto_model.load_state_dict({n[len("body."):]: t for n, t in state.items() if n.startswith("body.")})
-        model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+        body, head, arrays = read_saved_parts(model, directory)
+        model.body[0].auto_model.load_state_dict(body)
+        model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})
         if saved.get("fitted"):
-            model.restore_head(state)
+            model.restore_head(arrays)
         return model.eval()
 
-    def restore_head(self, state: dict[str, torch.Tensor]) -> None:
-        """Rebuild the fitted scikit-learn head from its saved arrays (no pickle)."""
+    def restore_head(self, arrays: dict[str, torch.Tensor]) -> None:
+        """Rebuild the fitted scikit-learn head from its saved arrays (keyed by :data:`HEAD_ATTRIBUTES`; no pickle)."""
         classifier = self.setfit.model_head
-        classifier.coef_ = state[HEAD_ARRAYS[0]].numpy().astype(np.float64)
-        classifier.intercept_ = state[HEAD_ARRAYS[1]].numpy().astype(np.float64)
-        classifier.classes_ = state[HEAD_ARRAYS[2]].numpy()
+        coef, intercept, classes = (arrays[name] for name in HEAD_ATTRIBUTES)
+        classifier.coef_ = coef.numpy().astype(np.float64)
+        classifier.intercept_ = intercept.numpy().astype(np.float64)
+        classifier.classes_ = classes.numpy()
         classifier.n_features_in_ = classifier.coef_.shape[1]
         self.fitted = True
+
+
+def read_saved_parts(model: SetFitClassifier, directory: Path) -> tuple[dict[str, torch.Tensor], ...]:
+    """The body weights, the linear head and the regression's arrays of a saved adapter, checked: from the
+    sentence-transformers layout, or from an adapter written before it (all three in adapter_model.safetensors)."""
+    free = HEAD_ATTRIBUTES  # the regression's shapes depend on the classes it saw
+    if (directory / BODY_MODULES_NAME).is_file():
+        body = read_weights(directory, model.body_state(), name=BODY_WEIGHTS_NAME)
+        head = read_weights(directory, model.saved_state())
+        arrays = read_weights(directory, model.head_arrays(), free_shapes=free, name=HEAD_FILE)
+        return body, head, arrays
+    legacy_names = dict(zip(LEGACY_HEAD_ARRAYS, HEAD_ATTRIBUTES, strict=True))
+    expected = {**{f"body.{n}": t for n, t in model.body_state().items()}, **model.saved_state(),
+                **{old: model.head_arrays()[new] for old, new in legacy_names.items()}}
+    state = read_weights(directory, expected, free_shapes=LEGACY_HEAD_ARRAYS)
+    body = {n[len("body."):]: t for n, t in state.items() if n.startswith("body.")}
+    arrays = {new: state[old] for old, new in legacy_names.items()}
+    return body, {n: state[n] for n in ("head.weight", "head.bias")}, arrays
 
 
 @contextlib.contextmanager

@@ -15,12 +15,13 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.io_utils import atomic_write_json, read_json_object, write_safetensors
 from infoprompt.kinds.common import write_adapter
-from infoprompt.kinds.config import ClassifierConfig, read_weights
+from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
 from infoprompt.kinds.registry import Kind, Method
 from infoprompt.kinds.setfit import (
-    HEAD_ARRAYS,
+    HEAD_ATTRIBUTES,
+    HEAD_FILE,
     SetFitClassifier,
     SetFitSettings,
     build_body,
@@ -111,11 +112,9 @@ class SetFitLoraClassifier(SetFitClassifier):
                 for name, p in self.body.named_parameters() if "lora_" in name}
 
     def saved_state(self) -> dict[str, torch.Tensor]:
-        """The LoRA weights, the linear head and the regression's arrays (the backbone is not the adapter's)."""
-        full = super().saved_state()
-        state = {f"lora.{name}": tensor for name, tensor in self.lora_state().items()}
-        state.update({name: tensor for name, tensor in full.items() if not name.startswith("body.")})
-        return state
+        """The linear head and the LoRA weights (``adapter_model.safetensors``; the backbone is not the
+        adapter's, the regression's arrays have their own file as in the setfit kind)."""
+        return {**super().saved_state(), **{f"lora.{name}": tensor for name, tensor in self.lora_state().items()}}
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return self.lora_state()
@@ -128,9 +127,11 @@ class SetFitLoraClassifier(SetFitClassifier):
 
     def save_pretrained(self, directory: str | Path) -> None:
         directory = Path(directory)
-        write_adapter(directory, self.saved_state(), self.config)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
         atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
                                                        "body": "Transformer+LoRA -> Pooling(mean) -> Normalize"})
+        write_adapter(directory, self.saved_state(), self.config)  # last: its config marks a complete adapter
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitLoraClassifier:
@@ -144,14 +145,14 @@ class SetFitLoraClassifier(SetFitClassifier):
         except (KeyError, TypeError) as error:
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
         model = cls(backbone, config, settings)
-        state = read_weights(directory, model.saved_state(), free_shapes=HEAD_ARRAYS)
+        state = read_weights(directory, model.saved_state())
         lora = {name[len("lora."):]: tensor for name, tensor in state.items() if name.startswith("lora.")}
         missing = model.body.load_state_dict(lora, strict=False)
         if missing.unexpected_keys:
             raise UserError(f"{directory}: LoRA weights do not match the config ({missing.unexpected_keys[:3]})")
         model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
         if saved.get("fitted"):
-            model.restore_head(state)
+            model.restore_head(read_weights(directory, model.head_arrays(), free_shapes=HEAD_ATTRIBUTES, name=HEAD_FILE))
         return model.eval()
 
 
