@@ -13,10 +13,6 @@ from typing import Any
 
 import torch
 
-from infoprompt.errors import UserError
-from infoprompt.io_utils import read_json_object
-
-CONFIG_NAME = "adapter_config.json"
 # Kinds whose prediction is a head on the frozen encoder's plain features: adapters of these kinds that encode
 # an input the same way (template, token budget, pooling) on the same backbone share one encoder pass.
 PLAIN_FEATURE_KINDS = ("linear-probe",)
@@ -25,7 +21,7 @@ FEATURE_BATCH = 64
 
 @dataclass(frozen=True)
 class AdapterInfo:
-    """What ``adapter_config.json`` says about an adapter, read without loading any model.
+    """What an adapter's config says about it, read without loading any model.
 
     Attributes:
         task: the task name; ``fields`` are its text fields, in template order.
@@ -44,32 +40,25 @@ class AdapterInfo:
 
 
 def read_adapter_info(directory: Path) -> AdapterInfo:
-    """The task, method, kind, labels and backbone of the adapter in ``directory``."""
+    """The task, method, kind, labels and backbone of the adapter in ``directory``, read (and checked) by the
+    library's own adapter-config reader without loading any model."""
     from infoprompt.kinds import kind_of
+    from infoprompt.kinds.config import read_adapter_config
     from infoprompt.tasks import get_task
 
-    path = directory / CONFIG_NAME
-    if not directory.is_dir():
-        raise UserError(f"adapter directory {directory} does not exist")
-    if not path.is_file():
-        raise UserError(f"adapter file {path} is missing")
-    config = read_json_object(path)
-    for name in ("task", "method", "backbone"):
-        if not isinstance(config.get(name), str):
-            raise UserError(f"{path}: field {name} must be a string, got {config.get(name)!r}")
-    fingerprint = config.get("backbone_fingerprint") or {}
-    if not isinstance(fingerprint, dict):
-        raise UserError(f"{path}: backbone_fingerprint must be an object, got {fingerprint!r}")
-    try:
-        task = get_task(config["task"])
-        kind = kind_of(config["method"]).name
-    except UserError as error:
-        raise UserError(f"{path}: {error}") from None
-    labels = config.get("labels") or list(task.labels)
-    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
-        raise UserError(f"{path}: labels must be a list of names, got {labels!r}")
-    return AdapterInfo(task=task.name, method=config["method"], kind=kind, labels=tuple(labels),
-                       fields=tuple(task.fields), backbone=config["backbone"], backbone_fingerprint=fingerprint)
+    config = read_adapter_config(directory)
+    task = get_task(config.task)
+    return AdapterInfo(task=task.name, method=config.method, kind=kind_of(config.method).name,
+                       labels=tuple(config.labels or task.labels), fields=tuple(task.fields), backbone=config.backbone,
+                       backbone_fingerprint=dict(config.backbone_fingerprint))
+
+
+def config_path(directory: Path) -> Path:
+    """The adapter's metadata file, under its current or its legacy name."""
+    from infoprompt.io_utils import adapter_config_file
+    from infoprompt.kinds.config import CONFIG_NAME
+
+    return adapter_config_file(directory) or directory / CONFIG_NAME
 
 
 def backbone_key(name: str) -> str:

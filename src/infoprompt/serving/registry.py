@@ -155,7 +155,7 @@ class AdapterRegistry:
             if not shared.users:
                 del self.backbones[key]
             raise AdapterConflict(
-                f"{directory / adapters.CONFIG_NAME}: adapter was trained on backbone {info.backbone!r} "
+                f"{adapters.config_path(directory)}: adapter was trained on backbone {info.backbone!r} "
                 f"{info.backbone_fingerprint}, but the loaded backbone of that name is {shared.fingerprint}")
         shared.users.add(name)
         return shared
