@@ -146,7 +146,7 @@ def server(workdir):
     served = dict(SERVED, **({"setfit": "setfit"} if HAS_SETFIT else {}))
     args = [arg for name, path in served.items() for arg in ("--adapter", f"{name}=root/{path}")]
     running = Server(workdir, *args, "--adapter-root", "root", "--token-file", "token", "--max-inputs", "8",
-                     "--max-body-bytes", "4096", "--max-wait-ms", "5")
+                     "--max-body-bytes", "4096", "--max-wait-ms", "5", "--allow-host", "proxy.example")
     yield running
     assert running.stop() in DRAINED, running.output()
 
@@ -301,6 +301,8 @@ def test_the_token_guards_everything_but_health(server):
 def test_a_foreign_host_name_is_refused_on_loopback(server):
     answer = httpx.get(f"{server.url}/v1/adapters", headers={**AUTH, "Host": "evil.example"})
     assert answer.status_code == 421
+    for allowed in ("localhost", f"localhost:{server.port}", "[::1]:80", "proxy.example:443"):  # --allow-host
+        assert httpx.get(f"{server.url}/v1/adapters", headers={**AUTH, "Host": allowed}).status_code == 200
 
 
 def test_clients_that_vanish_mid_request_leave_the_server_serving(server, workdir):
