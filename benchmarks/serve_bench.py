@@ -167,7 +167,9 @@ def interleaved_load(servers: dict[str, tuple[str, Run]], names: list[str], sent
 
 
 def batch_metrics(url: str, run: Run) -> None:
-    """Mean inputs per micro-batch and the seconds spent computing batches, from the server's /metrics."""
+    """Mean inputs per micro-batch and the summed seconds of its batches, from the server's /metrics (a batch's
+    time runs from its submission to its result, so with several lanes it includes waiting for the inference
+    thread; with one lane it is compute time)."""
     totals: dict[str, float] = {}
     for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
         for name in ("infoprompt_batch_inputs_sum", "infoprompt_batch_inputs_count", "infoprompt_batch_seconds_sum"):
@@ -225,7 +227,7 @@ def extrapolated(runs: list[Run], count: int) -> Run | None:
 
 def table(runs: list[Run], args: argparse.Namespace) -> str:
     lines = ["| adapters | server | RSS MiB | peak MiB | startup s | requests/s | examples/s | p50 ms | p99 ms "
-             "| inputs/batch | batch compute s | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| inputs/batch | batch s | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(runs, key=lambda r: (r.adapters, r.mode)):
         if r.requests:
             cells = [f"{r.requests_per_s:.1f}", f"{r.examples_per_s:.1f}", f"{r.p50_ms:.0f}", f"{r.p99_ms:.0f}",

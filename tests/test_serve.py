@@ -148,7 +148,7 @@ def server(workdir):
     served = dict(SERVED, **(SETFIT_SERVED if HAS_SETFIT else {}))
     args = [arg for name, path in served.items() for arg in ("--adapter", f"{name}=root/{path}")]
     running = Server(workdir, *args, "--adapter-root", "root", "--token-file", "token", "--max-inputs", "8",
-                     "--max-body-bytes", "4096", "--max-wait-ms", "5")
+                     "--max-body-bytes", "4096", "--max-wait-ms", "5", "--allow-host", "proxy.example")
     yield running
     assert running.stop() in DRAINED, running.output()
 
@@ -201,6 +201,7 @@ def test_two_hundred_concurrent_requests_over_three_adapters_come_back_complete_
                  for name in names for text in TEXTS}
     assert reference[("probe", "lovely")]["label"] != reference[("probe-b", "lovely")]["label"]
     batches_before = batch_count(server)
+    encoded_before = metric(server, 'infoprompt_encoded_inputs_total{lane="shared"}')
     requests = [(names[i % 3], [TEXTS[(i + k) % len(TEXTS)] for k in range(1 + i % 3)]) for i in range(200)]
 
     async def fire():
@@ -217,11 +218,18 @@ def test_two_hundred_concurrent_requests_over_three_adapters_come_back_complete_
             assert prediction["label"] == reference[(name, text)]["label"]
             assert prediction["probabilities"] == pytest.approx(reference[(name, text)]["probabilities"], abs=TOLERANCE)
     assert batch_count(server) - batches_before < 200  # concurrent requests were batched together
+    # The probes share an encoder pass: an input sent to both in one batch is encoded once.
+    probe_inputs = sum(len(texts) for name, texts in requests if name != "ip")
+    assert metric(server, 'infoprompt_encoded_inputs_total{lane="shared"}') - encoded_before < probe_inputs
+
+
+def metric(server: Server, series: str) -> float:
+    text = httpx.get(f"{server.url}/metrics", headers=AUTH).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(series))
 
 
 def batch_count(server: Server) -> float:
-    text = httpx.get(f"{server.url}/metrics", headers=AUTH).text
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("infoprompt_batch_requests_count"))
+    return metric(server, "infoprompt_batch_requests_count")
 
 
 def test_metrics_count_requests_errors_batches_and_latency(server):
@@ -295,6 +303,8 @@ def test_the_token_guards_everything_but_health(server):
 def test_a_foreign_host_name_is_refused_on_loopback(server):
     answer = httpx.get(f"{server.url}/v1/adapters", headers={**AUTH, "Host": "evil.example"})
     assert answer.status_code == 421
+    for allowed in ("localhost", f"localhost:{server.port}", "[::1]:80", "proxy.example:443"):  # --allow-host
+        assert httpx.get(f"{server.url}/v1/adapters", headers={**AUTH, "Host": allowed}).status_code == 200
 
 
 def test_clients_that_vanish_mid_request_leave_the_server_serving(server, workdir):

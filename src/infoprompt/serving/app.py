@@ -97,6 +97,8 @@ class Metrics:
                                       buckets=buckets, registry=self.registry)
         self.batch_requests = Histogram("infoprompt_batch_requests", "Requests per micro-batch", ["lane"],
                                         buckets=buckets, registry=self.registry)
+        self.encoded = Counter("infoprompt_encoded_inputs", "Inputs the encoder read (an input sent to several "
+                               "adapters that share a pass counts once)", ["lane"], registry=self.registry)
         self.batch_seconds = Histogram("infoprompt_batch_seconds", "Time to compute one micro-batch", ["lane"],
                                        registry=self.registry)
         Gauge("infoprompt_adapters_loaded", "Adapters loaded", registry=self.registry).set_function(
@@ -108,6 +110,7 @@ class Metrics:
         self.batch_inputs.labels(report.lane_kind).observe(report.inputs)
         self.batch_requests.labels(report.lane_kind).observe(report.jobs)
         self.batch_seconds.labels(report.lane_kind).observe(report.seconds)
+        self.encoded.labels(report.lane_kind).inc(report.encoded)
 
     def response(self, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, str(status)).inc()

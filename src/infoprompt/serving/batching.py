@@ -39,31 +39,38 @@ class BatchReport:
     lane_kind: str
     jobs: int
     inputs: int
+    encoded: int
     seconds: float
 
 
-def run_jobs(jobs: Sequence[Job]) -> list[list[dict[str, object]] | UserError]:
-    """Each job's records (or its :class:`UserError`), computed in as few encoder passes as the lane allows.
+Outcome = list[dict[str, object]] | UserError
+
+
+def run_jobs(jobs: Sequence[Job]) -> tuple[list[Outcome], int]:
+    """Each job's records (or its :class:`UserError`), computed in as few encoder passes as the lane allows,
+    and the number of inputs the encoder read.
 
     A batch whose inputs fail as a whole (one input too long for an adapter that does not truncate) is run again
     job by job, so that only the request that sent the bad input gets the error.
     """
     try:
         return _run_together(jobs)
-    except UserError:
-        if len(jobs) == 1:
-            return [_run_alone(jobs[0])]
-    return [_run_alone(job) for job in jobs]
-
-
-def _run_alone(job: Job) -> list[dict[str, object]] | UserError:
-    try:
-        return _run_together([job])[0]
     except UserError as error:
-        return error
+        if len(jobs) == 1:
+            return [error], 0
+    outcomes = [_run_alone(job) for job in jobs]
+    return [outcome for outcome, _ in outcomes], sum(encoded for _, encoded in outcomes)
 
 
-def _run_together(jobs: Sequence[Job]) -> list[list[dict[str, object]]]:
+def _run_alone(job: Job) -> tuple[Outcome, int]:
+    try:
+        results, encoded = _run_together([job])
+        return results[0], encoded
+    except UserError as error:
+        return error, 0
+
+
+def _run_together(jobs: Sequence[Job]) -> tuple[list[list[dict[str, object]]], int]:
     if jobs[0].adapter.shares_features:
         # Equal inputs sent to different adapters of the group are encoded once.
         unique: dict[tuple[tuple[str, str], ...], int] = {}
@@ -81,7 +88,7 @@ def _run_together(jobs: Sequence[Job]) -> list[list[dict[str, object]]]:
         for job in jobs:
             picked = [unique[tuple(sorted(row.items()))] for row in job.rows]
             results.append(adapters.head_records(job.adapter.model, features[picked]))
-        return results
+        return results, len(rows)
     model = jobs[0].adapter.model  # a per-adapter lane: every job is for this model
     rows = [row for job in jobs for row in job.rows]
     sources = [source for job in jobs for source in job.sources]
@@ -90,7 +97,7 @@ def _run_together(jobs: Sequence[Job]) -> list[list[dict[str, object]]]:
     for job in jobs:
         results.append(records[start : start + len(job.rows)])
         start += len(job.rows)
-    return results
+    return results, len(rows)
 
 
 class Lane:
@@ -159,10 +166,10 @@ class Lane:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         try:
-            results = await loop.run_in_executor(self.batcher.executor, run_jobs, jobs)
+            results, encoded = await loop.run_in_executor(self.batcher.executor, run_jobs, jobs)
         except Exception as error:  # a fault of the server, not of the input: every waiting request learns it
             log.exception("a batch of %d request(s) failed", len(jobs))
-            results = [error] * len(jobs)
+            results, encoded = [error] * len(jobs), 0
         for job, result in zip(jobs, results, strict=True):
             if job.future.done():  # the client went away
                 continue
@@ -171,7 +178,8 @@ class Lane:
             else:
                 job.future.set_result(result)
         kind = "shared" if jobs[0].adapter.shares_features else "adapter"
-        self.batcher.report(BatchReport(kind, len(jobs), sum(len(j.rows) for j in jobs), time.perf_counter() - started))
+        self.batcher.report(BatchReport(kind, len(jobs), sum(len(j.rows) for j in jobs), encoded,
+                                        time.perf_counter() - started))
 
 
 class Batcher:

@@ -43,6 +43,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
                                               "POST /v1/adapters (runtime loading)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=POSITIVE, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                       help="on a loopback address, also answer requests whose Host header is NAME (a reverse "
+                            "proxy that passes its own host name on); repeat for more")
     serve.add_argument("--token-file", help="file holding a bearer token that every request but /healthz must send")
     serve.add_argument("--max-batch", type=POSITIVE, default=32, help="inputs per micro-batch (default 32)")
     serve.add_argument("--max-wait-ms", type=non_negative_float, default=2.0,
@@ -133,7 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         registry.load(name, directory)
     settings = ServeSettings(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_inputs=args.max_inputs,
                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, token=token,
-                             allowed_hosts=LOOPBACK_NAMES if loopback else None)
+                             allowed_hosts=(*LOOPBACK_NAMES, *args.allow_host) if loopback else None)
     sock = bound_socket(args.host, args.port)
     if not loopback and token is None:
         print(f"infoprompt: warning: serving on {args.host} without --token-file: anyone who can reach the port "
