@@ -40,7 +40,7 @@ def sentences(n: int, seed: int = 0) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["linear-probe", "setfit"])
+@pytest.mark.parametrize("kind", ["linear-probe", "setfit", "setfit-lora"])
 def test_onnxruntime_gives_pytorchs_probabilities(kind, tiny_bert_here, capsys):
     if kind == "setfit":
         pytest.importorskip("setfit", reason="the setfit extra is not installed: pip install 'infoprompt[setfit]'")

@@ -15,8 +15,12 @@ from infoprompt.errors import UserError  # noqa: E402
 from infoprompt.kinds import load_adapter  # noqa: E402
 from infoprompt.kinds.setfit_lora import SetFitLoraClassifier, SetFitLoraSettings, structure_copy  # noqa: E402
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training  # noqa: E402
-from infoprompt.tasks import get_task  # noqa: E402
+from infoprompt.tasks import (
+    Example,  # noqa: E402
+    get_task,  # noqa: E402
+)
 from infoprompt.training import TrainConfig, encode_examples, evaluate, predict_encoded  # noqa: E402
+from infoprompt.training.data import prompted_batch  # noqa: E402
 
 
 def spec_for(toy_task, backbone_dir, seed=1, **training):
@@ -48,10 +52,10 @@ def test_setfit_lora_trains_only_lora_and_reloads_identically(toy_task, tiny_ber
     assert saved["settings"]["rank"] == 8 and saved["fitted"] is True
     from safetensors.torch import load_file
 
-    weights = load_file(str(out / "adapter_model.safetensors"))
-    assert weights and all(n.startswith(("lora.", "head.", "setfit_head.")) for n in weights)
-    lora = [n for n in weights if n.startswith("lora.")]
-    assert lora and all(("query" in n or "value" in n) for n in lora)
+    assert set(load_file(str(out / "adapter_model.safetensors"))) == {"head.weight", "head.bias"}
+    weights = load_file(str(out / "peft" / "adapter_model.safetensors"))  # peft's own LoRA layout
+    lora = [n for n in weights if "lora_" in n]
+    assert lora and lora == list(weights) and all(("query" in n or "value" in n) for n in lora)
     # LoRA's B starts at zero: trained weights are not (the body that runs is the LoRA one).
     assert any(weights[n].abs().sum() > 0 for n in lora if "lora_B" in n)
     parameters = record["parameters"]
@@ -73,3 +77,35 @@ def test_bad_lora_settings_are_one_line_errors():
         SetFitLoraSettings(rank=0)
     with pytest.raises(UserError, match="lora_dropout"):
         SetFitLoraSettings(lora_dropout=1.5)
+
+
+def test_the_lora_weights_load_in_peft_itself(tmp_path, tiny_bert_dir):
+    """peft alone (no infoprompt) puts the saved LoRA on the encoder and gives the body's embeddings."""
+    import subprocess
+    import sys
+
+    backbone = load_backbone(str(tiny_bert_dir))
+    model = build_classifier(spec_for(("sst2", None), tiny_bert_dir), backbone)
+    with torch.no_grad():
+        for name, parameter in model.body.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.5)  # a LoRA update that changes what the encoder computes
+    model.save_pretrained(tmp_path / "adapter")
+    examples = [Example(fields={"sentence": "a great movie"}, source="x")]
+    ours = model.embed(prompted_batch(model, encode_examples(model, examples), [0])).detach()
+    script = f"""
+import sys, torch
+from peft import PeftModel
+from transformers import AutoModel, AutoTokenizer
+assert not any(name.startswith("infoprompt") for name in sys.modules)
+encoder = PeftModel.from_pretrained(AutoModel.from_pretrained({str(tiny_bert_dir)!r}), {str(tmp_path / "adapter" / "peft")!r})
+tokens = AutoTokenizer.from_pretrained({str(tiny_bert_dir)!r})(["a great movie"], return_tensors="pt")
+with torch.no_grad():
+    states = encoder(**tokens).last_hidden_state
+mask = tokens["attention_mask"].unsqueeze(-1).float()
+pooled = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)
+print(" ".join(f"{{v:.7f}}" for v in pooled[0].tolist()))
+"""
+    printed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    theirs = torch.tensor([float(v) for v in printed.split()])
+    assert torch.allclose(theirs, ours[0], atol=1e-5)

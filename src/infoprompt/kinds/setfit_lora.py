@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,11 @@ from infoprompt.kinds.setfit import (
     fit_setfit,
     require_setfit,
 )
+from infoprompt.validation import check_field_types
 
 SETTINGS_NAME = "setfit_lora_config.json"
+PEFT_DIR = "peft"  # the LoRA weights in peft's own layout
+PEFT_WEIGHTS_NAME = "adapter_model.safetensors"
 # The attention projections LoRA adapts by default, per architecture (peft's own table lacks MPNet).
 DEFAULT_TARGETS = {"bert": ("query", "value"), "roberta": ("query", "value"), "xlm-roberta": ("query", "value"),
                    "mpnet": ("q", "v")}
@@ -105,16 +110,17 @@ class SetFitLoraClassifier(SetFitClassifier):
             body[0].model = get_peft_model(encoder, lora)  # what the Transformer module runs (auto_model reads it)
         return body
 
-    def lora_state(self) -> dict[str, torch.Tensor]:
-        """The LoRA weights, named as in the body (sentence-transformers may hide the peft wrapper behind its
-        ``auto_model`` property, so they are read from the body itself)."""
-        return {name: p.detach().contiguous().cpu().clone()
-                for name, p in self.body.named_parameters() if "lora_" in name}
+    @property
+    def lora_model(self) -> Any:
+        """The peft model the body runs (sentence-transformers' ``auto_model`` may hide the wrapper)."""
+        return self.body[0].model
 
-    def saved_state(self) -> dict[str, torch.Tensor]:
-        """The linear head and the LoRA weights (``adapter_model.safetensors``; the backbone is not the
-        adapter's, the regression's arrays have their own file as in the setfit kind)."""
-        return {**super().saved_state(), **{f"lora.{name}": tensor for name, tensor in self.lora_state().items()}}
+    def lora_state(self) -> dict[str, torch.Tensor]:
+        """The LoRA weights under peft's own names (those of ``peft/adapter_model.safetensors``)."""
+        from peft import get_peft_model_state_dict
+
+        return {name: t.detach().contiguous().cpu().clone()
+                for name, t in get_peft_model_state_dict(self.lora_model).items()}
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return self.lora_state()
@@ -126,8 +132,18 @@ class SetFitLoraClassifier(SetFitClassifier):
         return {"trainable": lora + head, "frozen": frozen, "total": lora + head + frozen}
 
     def save_pretrained(self, directory: str | Path) -> None:
+        """The LoRA weights in peft's own format (``peft/``: ``PeftModel.from_pretrained(encoder, DIR/peft)``
+        loads them), the linear head (``adapter_model.safetensors``), the regression's arrays, settings, config."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        peft_dir = directory / PEFT_DIR
+        staging = directory / f".{PEFT_DIR}.writing"
+        if staging.exists():
+            shutil.rmtree(staging)
+        self.lora_model.save_pretrained(str(staging))
+        if peft_dir.exists():
+            shutil.rmtree(peft_dir)
+        os.replace(staging, peft_dir)
         write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
         atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
                                                        "body": "Transformer+LoRA -> Pooling(mean) -> Normalize"})
@@ -135,6 +151,8 @@ class SetFitLoraClassifier(SetFitClassifier):
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitLoraClassifier:
+        from peft import set_peft_model_state_dict
+
         require_setfit()
         settings_path = directory / SETTINGS_NAME
         if not settings_path.is_file():
@@ -144,13 +162,14 @@ class SetFitLoraClassifier(SetFitClassifier):
             settings = SetFitLoraSettings(**saved["settings"])
         except (KeyError, TypeError) as error:
             raise UserError(f"{settings_path}: malformed settings ({error})") from None
+        check_field_types(settings, str(settings_path))
         model = cls(backbone, config, settings)
-        state = read_weights(directory, model.saved_state())
-        lora = {name[len("lora."):]: tensor for name, tensor in state.items() if name.startswith("lora.")}
-        missing = model.body.load_state_dict(lora, strict=False)
-        if missing.unexpected_keys:
-            raise UserError(f"{directory}: LoRA weights do not match the config ({missing.unexpected_keys[:3]})")
-        model.head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+        if not (directory / PEFT_DIR).is_dir():
+            raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
+        lora = read_weights(directory / PEFT_DIR, model.lora_state(), name=PEFT_WEIGHTS_NAME)
+        set_peft_model_state_dict(model.lora_model, lora)
+        head = read_weights(directory, model.saved_state())
+        model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})
         if saved.get("fitted"):
             model.restore_head(read_weights(directory, model.head_arrays(), free_shapes=HEAD_ATTRIBUTES, name=HEAD_FILE))
         return model.eval()
