@@ -19,7 +19,7 @@ from infoprompt.io_utils import read_json_object
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
-from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.tasks import BUILTIN_TASKS, TaskSpec, get_task, task_from_json, task_to_json
 from infoprompt.templates import Template
 from infoprompt.validation import check_finite, check_labels, validate_classifier_config
 
@@ -69,6 +69,9 @@ class ClassifierConfig:
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
+        task_spec: the task itself (:func:`~infoprompt.tasks.task_to_json`) for a task that is not built in
+            (a user's file, a registered task), so that the adapter loads in any process without registration;
+            ``None`` for built-in tasks, found by name (and then not written, so their adapters stay as they were).
     """
 
     task: str
@@ -102,6 +105,7 @@ class ClassifierConfig:
     truncate: bool = field(default=True, metadata=cli("reject inputs longer than --max-length", switch="negate"))
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
+    task_spec: dict[str, object] | None = None
 
     def resolved(self, task: TaskSpec, preset: Method) -> ClassifierConfig:
         """A copy with every ``None`` default filled from the task and method."""
@@ -136,6 +140,8 @@ class ClassifierConfig:
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
         data["labels"] = list(self.labels)
+        if self.task_spec is None:
+            del data["task_spec"]  # built-in tasks: the file stays byte-identical to earlier versions
         data["format_version"] = FORMAT_VERSION
         return data
 
@@ -155,11 +161,32 @@ class ClassifierConfig:
         data["labels"] = tuple(data.get("labels", ()))
         try:
             config = cls(**data)
+            task = config_task(config)
             if config.labels:
-                check_labels(config.labels, get_task(config.task))
+                check_labels(config.labels, task)
         except UserError as error:
             raise UserError(f"{where}: {error}") from None
         return config
+
+
+def config_task(config: ClassifierConfig) -> TaskSpec:
+    """The task of an adapter's config: the one it carries (``task_spec``) when it has one, else the registered
+    task of that name. Every place that needs an adapter's task goes through here."""
+    if config.task_spec is None:
+        return get_task(config.task)
+    task = task_from_json(config.task_spec, "adapter config")
+    if task.name != config.task:
+        raise UserError(f"adapter config: task_spec names task {task.name!r}, but task is {config.task!r}")
+    return task
+
+
+def task_identity(task: str | TaskSpec) -> dict[str, object]:
+    """The ``task`` and ``task_spec`` fields of a config for ``task`` (a name or a task): a built-in task is
+    named only; any other task (a user's file, one registered in this process) is also carried as JSON."""
+    if isinstance(task, str):
+        task = get_task(task)
+    builtin = BUILTIN_TASKS.get(task.name)
+    return {"task": task.name, "task_spec": None if builtin is task else task_to_json(task)}
 
 
 def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:

@@ -19,6 +19,7 @@ from infoprompt.kinds.config import (
     WEIGHTS_NAME,
     ClassifierConfig,
     check_backbone,
+    config_task,
     count_spans,
     read_weights,
 )
@@ -27,7 +28,6 @@ from infoprompt.kinds.prompt.objectives import HeadMI, RepresentationMI, mi_cap,
 from infoprompt.kinds.prompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.kinds.readouts import mean_pool, read_out, readout_width
 from infoprompt.kinds.registry import get_method
-from infoprompt.tasks import get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
 
@@ -42,7 +42,7 @@ class PromptClassifier(nn.Module):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__()
-        self.task = get_task(config.task)
+        self.task = config_task(config)
         self.preset = get_method(config.method)
         if self.preset.kind != "prompt":
             raise UserError(f"method {self.preset.name} is not a prompt-kind method; build it with "
