@@ -50,8 +50,8 @@ def test_public_api_names_stay_what_they_say():
 
     import infoprompt as ip
 
-    for module in ("training", "pipeline", "model", "tasks", "backbones", "methods", "api", "kinds"):
+    for module in ("training", "pipeline", "tasks", "backbones", "kinds", "kinds.factory", "kinds.registry"):
         importlib.import_module(f"infoprompt.{module}")
-    assert callable(ip.train) and ip.train.__module__ == "infoprompt.kinds"  # trains a model of any kind
+    assert callable(ip.train) and ip.train.__module__ == "infoprompt.kinds.factory"  # trains a model of any kind
     for name in ip.__all__:
         assert not isinstance(getattr(ip, name), type(ip)), name

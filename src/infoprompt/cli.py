@@ -20,7 +20,6 @@ from infoprompt.options import (
     OneLineParser,
     add_config_options,
     config_overrides,
-    method_name,
     parse_shots,
     task_name,
 )
@@ -28,6 +27,17 @@ from infoprompt.theory.cli import add_theory_commands
 
 DEFAULT_SHOTS = 64
 SHOTS_UNSET = object()  # --shots not given: 64 for a task, every row of a --train-file
+
+
+def method_name(value: str) -> str:
+    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
+    command is given one)."""
+    from infoprompt.kinds import get_method
+
+    try:
+        return get_method(value).name
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -291,14 +301,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def train_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return commands.choices["train"]
+
+
+def train_option_keys() -> set[str]:
+    """The keys a ``train --config`` file may hold: the ``train`` options in snake case."""
+    from infoprompt.run_config import setting_keys
+
+    return setting_keys(train_parser(build_parser()))
+
+
 def expand_run_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """``train --config run.yaml``: the file's settings as flags, before those of the command line (which win)."""
     if not argv or argv[0] != "train":
         return argv
     from infoprompt.run_config import config_argv
 
-    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    return ["train", *config_argv(commands.choices["train"], argv[1:])]
+    return ["train", *config_argv(train_parser(parser), argv[1:])]
 
 
 def _quiet_libraries() -> None:
@@ -320,8 +341,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(expand_run_config(parser, sys.argv[1:] if argv is None else list(argv)))
-        if getattr(args, "quiet", False):
-            _quiet_libraries()
+    except SystemExit as stop:  # a usage error (one line printed) or --help / --version
+        return stop.code if isinstance(stop.code, int) else 2
+    except UserError as error:  # a bad run config file
+        print(f"infoprompt: error: {error}", file=sys.stderr)
+        return 2
+    if getattr(args, "quiet", False):
+        _quiet_libraries()
+    try:
         return int(args.handler(args) or 0)
     except UserError as error:
         print(f"infoprompt: error: {error}", file=sys.stderr)

@@ -103,14 +103,3 @@ def task_name(value: str) -> str:
     except UserError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
-
-def method_name(value: str) -> str:
-    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
-    command is given one)."""
-    from infoprompt.errors import UserError
-    from infoprompt.kinds import get_method
-
-    try:
-        return get_method(value).name
-    except UserError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
