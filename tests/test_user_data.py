@@ -173,3 +173,31 @@ def test_a_pair_column_on_a_single_text_adapter_is_refused(intent_files, tiny_mo
     assert not written.exists()
     assert main(["eval", "--adapter", str(out), "--quiet"]) == 2
     assert "give --eval-file" in capsys.readouterr().err
+
+
+def test_adapters_leave_the_critics_out_unless_asked(intent_files, tiny_model_dirs, tmp_path, bert_backbone):
+    from safetensors import safe_open
+
+    from infoprompt.kinds.config import TRAINING_STATE_NAME, WEIGHTS_NAME
+
+    train_file, dev_file = intent_files
+    runs = {}
+    for name, extra in (("slim", []), ("kept", ["--keep-training-state"])):
+        runs[name] = tmp_path / name
+        assert main(train_args(tiny_model_dirs["bert"], train_file, runs[name], "--method", "infoprompt",
+                               "--epochs", "1", "--eval-every-epochs", "0", *extra)) == 0
+    with safe_open(str(runs["slim"] / WEIGHTS_NAME), "pt") as handle:
+        names = set(handle.keys())
+    assert names and not any(n.startswith(("head_mi.", "rep_mi.")) for n in names)
+    assert not (runs["slim"] / TRAINING_STATE_NAME).exists()
+    with safe_open(str(runs["kept"] / TRAINING_STATE_NAME), "pt") as handle:
+        critics = set(handle.keys())
+    assert critics and all(n.startswith(("head_mi.", "rep_mi.")) for n in critics)
+    assert (runs["kept"] / WEIGHTS_NAME).read_bytes() == (runs["slim"] / WEIGHTS_NAME).read_bytes()
+    slim = load_adapter(runs["slim"], backbone=bert_backbone)
+    kept = load_adapter(runs["kept"], backbone=bert_backbone)
+    kept_state, slim_state = kept.trainable_state(), slim.trainable_state()
+    # The kept critics are read back (trained), the slim adapter's are freshly initialised.
+    assert any(not bool((kept_state[n] == slim_state[n]).all()) for n in critics)
+    rows = [{"text": "fly me to rome"}, {"text": "will it rain in oslo"}]
+    assert predict(slim, rows) == predict(kept, rows)

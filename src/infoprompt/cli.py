@@ -104,7 +104,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         task=args.task, method=args.method, shots=shots, n_prompts=args.n_prompts, seed=args.seed,
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
-        train_file=args.train_file, eval_file=args.eval_file, **file_columns(args),
+        train_file=args.train_file, eval_file=args.eval_file, keep_training_state=args.keep_training_state,
+        **file_columns(args),
     )
     record = run_training(spec, args.out, overwrite=args.overwrite)
     if not process_state().is_main_process:
@@ -265,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
     train.add_argument("--out", required=True, help="run directory (adapter, log, metrics.json)")
     train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    train.add_argument("--keep-training-state", action="store_true",
+                       help="also keep the training-only parameters (the information critics) in "
+                            "training_state.safetensors; the adapter holds what prediction needs")
     common(train)
     add_file_options(train, training=True)
     add_model_options(train)

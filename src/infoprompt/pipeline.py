@@ -65,6 +65,8 @@ class RunSpec:
             the training file.
         text_column / text_pair_column / label_column / multi_label: which columns of those files hold the
             text, the optional second text of a pair and the label(s) (see :class:`~infoprompt.tasks.FileColumns`).
+        keep_training_state: also store the parameters only training uses (the prompt kind's critics), in
+            ``training_state.safetensors``; the adapter itself holds what prediction needs.
     """
 
     task: str | None
@@ -85,6 +87,7 @@ class RunSpec:
     text_pair_column: str | None = None
     label_column: str = "label"
     multi_label: bool = False
+    keep_training_state: bool = False
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.train_file is None):
@@ -256,7 +259,10 @@ def run_training(
         if result.selection is not None:
             record["selection"] = result.selection  # what was picked, and from which held-out scores
         if directory is not None:
-            model.save_pretrained(directory)
+            if spec.keep_training_state and hasattr(model, "training_only_names"):
+                model.save_pretrained(directory, keep_training_state=True)
+            else:
+                model.save_pretrained(directory)
             atomic_write_json(directory / METRICS_NAME, record)
         return record
 

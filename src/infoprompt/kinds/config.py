@@ -30,6 +30,8 @@ POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
+# Parameters only training uses (the prompt kind's information critics), kept apart on request.
+TRAINING_STATE_NAME = "training_state.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -263,18 +265,20 @@ def read_adapter_config(directory: Path) -> ClassifierConfig:
 
 
 def read_weights(
-    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = ()
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = (),
+    optional: Collection[str] = (), name: str = WEIGHTS_NAME,
 ) -> dict[str, torch.Tensor]:
-    """Read ``adapter_model.safetensors`` and check its names, the shapes of all but ``free_shapes`` against
-    ``expected``, and that every value is finite."""
-    path = directory / WEIGHTS_NAME
+    """Read ``adapter_model.safetensors`` (or ``name``) and check its names, the shapes of all but
+    ``free_shapes`` against ``expected``, and that every value is finite. Names in ``optional`` may be absent
+    (training-only parameters, which older adapters hold and newer ones leave out)."""
+    path = directory / name
     if not path.is_file():
         raise UserError(f"adapter file {path} is missing")
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError) as error:
         raise UserError(f"{path}: not a readable safetensors file ({error})") from None
-    missing = sorted(set(expected) - set(state))
+    missing = sorted(set(expected) - set(state) - set(optional))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
         raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")

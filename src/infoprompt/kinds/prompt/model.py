@@ -16,6 +16,7 @@ from infoprompt.io_utils import atomic_write_json, write_safetensors
 from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
+    TRAINING_STATE_NAME,
     WEIGHTS_NAME,
     ClassifierConfig,
     check_backbone,
@@ -30,6 +31,9 @@ from infoprompt.kinds.readouts import mean_pool, read_out, readout_width
 from infoprompt.kinds.registry import get_method
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
+
+# Parameter names of the information critics, which only the training losses read.
+TRAINING_ONLY_PREFIXES = ("head_mi.", "rep_mi.")
 
 
 class PromptClassifier(nn.Module):
@@ -237,18 +241,36 @@ class PromptClassifier(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         return {"trainable": trainable, "frozen": total - trainable, "total": total}
 
-    def save_pretrained(self, directory: str | Path) -> None:
-        """Write the trained parameters (safetensors) and the config (JSON), each atomically."""
+    def training_only_names(self) -> set[str]:
+        """Trained parameters that prediction never reads: the two information critics."""
+        return {name for name in self.trainable_state() if name.startswith(TRAINING_ONLY_PREFIXES)}
+
+    def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None:
+        """Write what prediction needs (safetensors) and the config (JSON), each atomically; the critics only
+        with ``keep_training_state``, in ``training_state.safetensors`` beside the adapter."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        write_safetensors(directory / WEIGHTS_NAME, self.trainable_state(), FORMAT_VERSION)
+        state = self.trainable_state()
+        training_only = self.training_only_names()
+        write_safetensors(directory / WEIGHTS_NAME, {n: t for n, t in state.items() if n not in training_only},
+                          FORMAT_VERSION)
+        if keep_training_state and training_only:
+            write_safetensors(directory / TRAINING_STATE_NAME, {n: state[n] for n in sorted(training_only)},
+                              FORMAT_VERSION)
         atomic_write_json(directory / CONFIG_NAME, self.config.to_json())
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:
-        """Build the adapter of ``config`` on ``backbone`` and read its trained parameters from ``directory``."""
+        """Build the adapter of ``config`` on ``backbone`` and read its trained parameters from ``directory``:
+        a slim adapter, or one written before the critics were left out (which holds them); the critics of a
+        ``training_state.safetensors`` beside it are read too."""
         model = cls(backbone, config)
-        model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
+        expected = model.trainable_state()
+        training_only = model.training_only_names()
+        model.load_state_dict(read_weights(directory, expected, optional=training_only), strict=False)
+        if training_only and (directory / TRAINING_STATE_NAME).is_file():
+            critics = {name: expected[name] for name in training_only}
+            model.load_state_dict(read_weights(directory, critics, name=TRAINING_STATE_NAME), strict=False)
         return model
 
 
