@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from infoprompt.cli import main
+from infoprompt.errors import UserError
 from infoprompt.kinds import load_adapter, make_classifier, train
 from infoprompt.kinds.config import CONFIG_NAME, read_adapter_config
 from infoprompt.tasks import TASKS, FileColumns, task_from_file
@@ -201,3 +203,55 @@ def test_adapters_leave_the_critics_out_unless_asked(intent_files, tiny_model_di
     assert any(not bool((kept_state[n] == slim_state[n]).all()) for n in critics)
     rows = [{"text": "fly me to rome"}, {"text": "will it rain in oslo"}]
     assert predict(slim, rows) == predict(kept, rows)
+
+
+LONG = " ".join(["the weather in paris is sunny and warm today"] * 6)  # about 55 tokens
+
+
+def test_truncation_is_counted_and_reported_at_fit_and_predict(intent_files, tiny_model_dirs, tmp_path, capsys):
+    train_file, _ = intent_files
+    with train_file.open("a", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerow([LONG, "météo ☀"])
+    out = tmp_path / "run"
+    assert main(train_args(tiny_model_dirs["bert"], train_file, out, "--method", "linear-probe",
+                           "--max-length", "16")) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: " in err and "of 19 training texts had more than max_length=16" in err
+    assert json.loads((out / "metrics.json").read_text())["truncated_train"] >= 1
+    texts = tmp_path / "in.txt"
+    texts.write_text(f"rain\n{LONG}\n", encoding="utf-8")
+    assert main(["predict", "--adapter", str(out), "--input", str(texts), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err == ("infoprompt: warning: 1 of 2 inputs had more than max_length=16 tokens and were cut (raise "
+                   "--max-length, or read windows with --long-text chunk)\n")
+
+
+def test_long_text_chunk_reads_windows_and_pools_them(bert_backbone):
+    from infoprompt.tasks import Example
+    from infoprompt.training.data import encode_examples, prompted_batch
+
+    task, _ = task_from_file_rows()
+    chunked = make_classifier(bert_backbone, task, "linear-probe", max_length=16, long_text="chunk")
+    assert chunked.config.to_json()["long_text"] == "chunk"
+    encoded = encode_examples(chunked, [Example(fields={"text": LONG}), Example(fields={"text": "rain"})])
+    assert not any(pair.truncated for pair in encoded.pairs)
+    features = chunked.features(prompted_batch(chunked, encoded, [0, 1]))
+    # By hand: the long text's windows of 14 text tokens, each framed by [CLS] ... [SEP], mean-pooled, averaged.
+    tokenizer = bert_backbone.tokenizer
+    body = tokenizer(LONG, add_special_tokens=False)["input_ids"]
+    pooled = []
+    for start in range(0, len(body), 14):
+        ids = torch.tensor([[tokenizer.cls_token_id, *body[start:start + 14], tokenizer.sep_token_id]])
+        pooled.append(bert_backbone.model(input_ids=ids).last_hidden_state.mean(1)[0])
+    assert len(pooled) >= 3 and torch.allclose(features[0], torch.stack(pooled).mean(0), atol=1e-5)
+    short = [tokenizer.cls_token_id, *tokenizer("rain", add_special_tokens=False)["input_ids"], tokenizer.sep_token_id]
+    assert torch.allclose(features[1], bert_backbone.model(input_ids=torch.tensor([short])).last_hidden_state.mean(1)[0],
+                          atol=1e-5)
+    with pytest.raises(UserError, match="long_text 'chunk' reads windows of pooled encoder features"):
+        make_classifier(bert_backbone, task, "infoprompt", max_length=16, long_text="chunk")
+
+
+def task_from_file_rows():
+    from infoprompt.tasks import user_task
+
+    return user_task("weather", FileColumns(), ["rain", "sun"]), []

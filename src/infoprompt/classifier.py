@@ -70,6 +70,7 @@ class Classifier:
         from infoprompt.kinds import make_classifier, train
         from infoprompt.tasks.user_task import user_task
         from infoprompt.training.config import TrainConfig
+        from infoprompt.training.data import report_truncation
 
         if len(texts) != len(labels):
             raise UserError(f"fit got {len(texts)} texts but {len(labels)} labels")
@@ -82,6 +83,7 @@ class Classifier:
         backbone = self._backbone()
         model = make_classifier(backbone, task, self.method, seed=self.seed, **self.model_options)
         self.fit_result_ = train(model, examples, None, TrainConfig(seed=self.seed, **self.train_options))
+        report_truncation(self.fit_result_.truncated_train, len(examples), "training texts", model.config.max_length)
         values = {name: label for name, label in zip(names, labels, strict=True)}
         self._set_model(model, [values[name] for name in model.config.labels])
         return self
@@ -89,7 +91,7 @@ class Classifier:
     # -- predict ----------------------------------------------------------------------------------------------
     def predict_proba(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64):
         """Class probabilities, a NumPy array (n, n_classes) whose columns follow :attr:`classes_`; rows sum to 1."""
-        from infoprompt.training.data import encode_examples
+        from infoprompt.training.data import encode_examples, report_truncation
         from infoprompt.training.inference import predict_encoded
 
         model = self._fitted()
@@ -103,7 +105,9 @@ class Classifier:
             return np.zeros((0, len(self.classes_)))
         examples = [Example(fields=fields, source=f"texts[{i}]") for i, fields in enumerate(_fields(texts, pairs))]
         precision = self.train_options.get("precision", "fp32")
-        return predict_encoded(model, encode_examples(model, examples), batch_size, precision=precision).double().numpy()
+        encoded = encode_examples(model, examples)
+        report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "texts", model.config.max_length)
+        return predict_encoded(model, encoded, batch_size, precision=precision).double().numpy()
 
     def predict(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64) -> list[Hashable]:
         """The most probable label of each text, as given to :meth:`fit`."""

@@ -33,6 +33,7 @@ from infoprompt.tasks import (
     task_from_file,
 )
 from infoprompt.training.config import TrainConfig
+from infoprompt.training.data import report_truncation
 from infoprompt.training.runtime import process_state, resolve_device
 from infoprompt.validation import nonnegative_int, positive_int
 from infoprompt.version import __version__
@@ -227,6 +228,8 @@ def run_training(
         if spec.cache_dir and training.feature_store_dir is None:
             training = dataclasses.replace(training, feature_store_dir=spec.cache_dir)
         result = fit(model, sample, data.eval, training, log_path=directory / LOG_NAME if directory else None)
+        if processes.is_main_process:
+            report_truncation(result.truncated_train, result.n_train, "training texts", model.config.max_length)
         record = {
             "task": task.name,
             "method": spec.method,

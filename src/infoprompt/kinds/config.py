@@ -28,6 +28,9 @@ from infoprompt.validation import check_finite, check_labels, validate_classifie
 MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
+LONG_TEXTS = ("truncate", "chunk")
+# Kinds whose head reads pooled encoder features, so that windows of a long text can be pooled into one.
+CHUNKING_KINDS = ("linear-probe",)
 CONFIG_NAME = "adapter_config.json"
 WEIGHTS_NAME = "adapter_model.safetensors"
 # Parameters only training uses (the prompt kind's information critics), kept apart on request.
@@ -69,6 +72,9 @@ class ClassifierConfig:
         kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
         max_length: token budget of one templated input.
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
+        long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
+            reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
+            in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
         task_spec: the task itself (:func:`~infoprompt.tasks.task_to_json`) for a task that is not built in
@@ -105,6 +111,9 @@ class ClassifierConfig:
     kl_weight: float = field(default=0.0, metadata=cli("weight of the optional KL term (default 0)", type=NON_NEGATIVE))
     max_length: int = field(default=128, metadata=cli("token budget per input (default 128)", type=POSITIVE))
     truncate: bool = field(default=True, metadata=cli("reject inputs longer than --max-length", switch="negate"))
+    long_text: str = field(default="truncate", metadata=cli(
+        "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
+        "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
     task_spec: dict[str, object] | None = None
@@ -131,6 +140,11 @@ class ClassifierConfig:
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
+        if self.long_text not in LONG_TEXTS:
+            raise UserError(f"long_text must be one of {', '.join(LONG_TEXTS)}, got {self.long_text!r}")
+        if self.long_text == "chunk" and (preset.kind not in CHUNKING_KINDS or self.pooling == "spans"):
+            raise UserError(f"long_text 'chunk' reads windows of pooled encoder features: for "
+                            f"{', '.join(CHUNKING_KINDS)} (not pooling 'spans'), not method {preset.name}")
         if self.n_negatives < 1:
             raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
         check_labels(values["labels"], task)
@@ -142,8 +156,11 @@ class ClassifierConfig:
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
         data["labels"] = list(self.labels)
+        # Left out at their defaults, so that adapters of built-in tasks stay byte-identical to earlier versions.
         if self.task_spec is None:
-            del data["task_spec"]  # built-in tasks: the file stays byte-identical to earlier versions
+            del data["task_spec"]
+        if self.long_text == "truncate":
+            del data["long_text"]
         data["format_version"] = FORMAT_VERSION
         return data
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,6 +42,14 @@ def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
     else:
         labels = None
     return EncodedSet(pairs=pairs, labels=labels)
+
+
+def report_truncation(count: int, total: int, what: str, max_length: int) -> None:
+    """One warning line on stderr when ``count`` of ``total`` inputs were cut to the token budget (nothing when
+    none was): text beyond ``max_length`` tokens is never read, and the user should know."""
+    if count:
+        print(f"infoprompt: warning: {count} of {total} {what} had more than max_length={max_length} tokens and "
+              f"were cut (raise --max-length, or read windows with --long-text chunk)", file=sys.stderr)
 
 
 def subset(encoded: EncodedSet, indices: list[int]) -> EncodedSet:

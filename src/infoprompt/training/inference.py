@@ -18,6 +18,7 @@ from infoprompt.training.data import (
     generator_inputs,
     length_sorted,
     prompted_batch,
+    report_truncation,
 )
 from infoprompt.training.runtime import autocast, map_chunks, model_device
 
@@ -82,6 +83,7 @@ def predict(
         return []
     sources = sources or [f"input {i + 1}" for i in range(len(inputs))]
     encoded = encode_examples(model, [Example(fields=f, source=s) for f, s in zip(inputs, sources, strict=True)])
+    report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "inputs", model.config.max_length)
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     labels = model.config.labels
     return [
