@@ -19,7 +19,7 @@ from infoprompt.io_utils import read_json_object
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
-from infoprompt.tasks import BUILTIN_TASKS, TaskSpec, get_task, task_from_json, task_to_json
+from infoprompt.tasks import BUILTIN_TASKS, TaskSpec, get_task, is_multi_label, task_from_json, task_to_json
 from infoprompt.templates import Template
 from infoprompt.validation import check_finite, check_labels, validate_classifier_config
 
@@ -29,6 +29,8 @@ MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 LONG_TEXTS = ("truncate", "chunk")
+# Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
+MULTI_LABEL_KINDS = ("linear-probe",)
 # Kinds whose head reads pooled encoder features, so that windows of a long text can be pooled into one.
 CHUNKING_KINDS = ("linear-probe",)
 CONFIG_NAME = "adapter_config.json"
@@ -77,6 +79,8 @@ class ClassifierConfig:
             in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
+        threshold: multi-label tasks: a label is predicted where its sigmoid probability reaches this value
+            (picked on a held-out slice of the few-shot draw when the adapter is fitted); ``None`` otherwise.
         task_spec: the task itself (:func:`~infoprompt.tasks.task_to_json`) for a task that is not built in
             (a user's file, a registered task), so that the adapter loads in any process without registration;
             ``None`` for built-in tasks, found by name (and then not written, so their adapters stay as they were).
@@ -117,6 +121,7 @@ class ClassifierConfig:
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
     task_spec: dict[str, object] | None = None
+    threshold: float | None = None
 
     def resolved(self, task: TaskSpec, preset: Method) -> ClassifierConfig:
         """A copy with every ``None`` default filled from the task and method."""
@@ -140,6 +145,9 @@ class ClassifierConfig:
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
+        if is_multi_label(task) and preset.kind not in MULTI_LABEL_KINDS:
+            raise UserError(f"task {task.name} is multi-label, which method {preset.name} does not train; use "
+                            f"{' or '.join(MULTI_LABEL_KINDS)}")
         if self.long_text not in LONG_TEXTS:
             raise UserError(f"long_text must be one of {', '.join(LONG_TEXTS)}, got {self.long_text!r}")
         if self.long_text == "chunk" and (preset.kind not in CHUNKING_KINDS or self.pooling == "spans"):
@@ -161,6 +169,8 @@ class ClassifierConfig:
             del data["task_spec"]
         if self.long_text == "truncate":
             del data["long_text"]
+        if self.threshold is None:
+            del data["threshold"]
         data["format_version"] = FORMAT_VERSION
         return data
 

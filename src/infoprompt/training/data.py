@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from infoprompt.tasks import Example
+from infoprompt.errors import UserError
+from infoprompt.tasks import Example, is_multi_label, label_set
 from infoprompt.templates import Batch, EncodedPair, collate
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import Adapter
@@ -36,12 +37,28 @@ class EncodedSet:
 def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
     pairs = model.template_encoder.encode_many([e.fields for e in examples], [e.source for e in examples])
     if all(e.label is not None for e in examples):
-        labels = torch.tensor(
-            [model.config.labels.index(model.task.labels[model.task.label_index(e.label, e.source)]) for e in examples]
-        )
+        if is_multi_label(model.task):
+            labels = label_matrix(model.config.labels, examples)
+        else:
+            labels = torch.tensor(
+                [model.config.labels.index(model.task.labels[model.task.label_index(e.label, e.source)])
+                 for e in examples]
+            )
     else:
         labels = None
     return EncodedSet(pairs=pairs, labels=labels)
+
+
+def label_matrix(labels: Sequence[str], examples: Sequence[Example]) -> torch.Tensor:
+    """Multi-label targets: a float 0/1 matrix (examples x ``labels``); a label outside ``labels`` is an error."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = torch.zeros(len(examples), len(labels))
+    for row, example in enumerate(examples):
+        for label in label_set(example):
+            if label not in index:
+                raise UserError(f"{example.source or 'input'}: unknown label {label!r}; labels: {', '.join(labels)}")
+            matrix[row, index[label]] = 1.0
+    return matrix
 
 
 def report_truncation(count: int, total: int, what: str, max_length: int) -> None:
