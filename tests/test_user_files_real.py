@@ -103,8 +103,23 @@ def test_a_multi_label_conll04_file(conll_dir, tiny_model_dirs, bert_backbone, t
 def test_multi_label_is_refused_by_kinds_that_do_not_train_it(conll_dir, tiny_model_dirs, tmp_path, capsys):
     train = conll04_file(conll_dir, "dev", tmp_path / "entities.jsonl")
     assert main(["train", "--train-file", str(train), "--label-column", "entities", "--multi-label",
-                 "--method", "warp", "--shots", "2", "--backbone", str(tiny_model_dirs["bert"]),
+                 "--method", "peft-prompt-tuning", "--shots", "2", "--backbone", str(tiny_model_dirs["bert"]),
                  "--max-length", "48", "--out", str(tmp_path / "run"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "task entities is multi-label, which method warp does not train" in err and err.count("\n") == 1
+    assert "task entities is multi-label, which method peft-prompt-tuning does not train" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_the_prompt_kind_trains_a_multi_label_file(conll_dir, tiny_model_dirs, tmp_path, capsys):
+    train = conll04_file(conll_dir, "train", tmp_path / "entities.jsonl")
+    dev = conll04_file(conll_dir, "dev", tmp_path / "entities-dev.jsonl")
+    out = tmp_path / "run"
+    assert main(["train", "--train-file", str(train), "--eval-file", str(dev), "--label-column", "entities",
+                 "--multi-label", "--method", "infoprompt-plus", "--shots", "4", "--seed", "1", "--epochs", "2",
+                 "--backbone", str(tiny_model_dirs["bert"]), "--max-length", "48", "--out", str(out), "--quiet"]) == 0
+    record = json.loads((out / "metrics.json").read_text())
+    config = read_adapter_config(out)
+    holdout = [c for c in record["selection"]["candidates"]]
+    assert all("threshold" in c for c in holdout) and config.threshold in {c["threshold"] for c in holdout}
+    assert set(record["metrics"]) == {"multilabel_micro_f1", "multilabel_macro_f1"} and record["n_train"] == 16
+    assert record["last_losses"]["pred"] > 0

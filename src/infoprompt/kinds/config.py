@@ -30,7 +30,7 @@ POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
-MULTI_LABEL_KINDS = ("linear-probe",)
+MULTI_LABEL_KINDS = ("linear-probe", "prompt")
 # Kinds whose head reads pooled encoder features, so that windows of a long text can be pooled into one.
 CHUNKING_KINDS = ("linear-probe",)
 CONFIG_NAME = "adapter_config.json"

@@ -199,7 +199,10 @@ class PromptClassifier(nn.Module):
         generator: torch.Generator | None = None,
     ) -> LossTerms:
         logits, z, prompts = self(batch, pooled)
-        pred = nn.functional.cross_entropy(logits, labels)
+        if labels.dim() == 2:  # multi-label: a 0/1 matrix, one sigmoid per label
+            pred = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+        else:
+            pred = nn.functional.cross_entropy(logits, labels)
         zero = pred.new_zeros(())
         rep, head, kl = zero, zero, zero
         caps: dict[str, float] = {}
