@@ -86,3 +86,19 @@ def test_mistakes_are_one_line_errors(build, message, bert_backbone):
     with pytest.raises(UserError) as error:
         build(bert_backbone)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("method,options", [("linear-probe", {}), ("infoprompt-plus", {"epochs": 2})])
+def test_multi_label_fit_predict_save_load(method, options, bert_backbone, tmp_path):
+    tags = [{"good"} if y else {"bad", 7} for y in INTS]
+    tags[0] = set()  # no label applies
+    clf = Classifier(method=method, backbone=bert_backbone, max_length=32, **options).fit(TEXTS, tags)
+    assert clf.classes_ == [7, "bad", "good"]  # in the order of their string forms
+    assert 0 < clf.model_.config.threshold < 1
+    probabilities = clf.predict_proba(TEXTS[:6])
+    assert probabilities.shape == (6, 3) and ((probabilities >= 0) & (probabilities <= 1)).all()
+    predicted = clf.predict(TEXTS[:6])
+    assert all(isinstance(row, list) and set(row) <= {7, "bad", "good"} for row in predicted)
+    clf.save(tmp_path / "clf")
+    loaded = Classifier.load(tmp_path / "clf", backbone=bert_backbone)
+    assert loaded.classes_ == [7, "bad", "good"] and loaded.predict(TEXTS[:6]) == predicted

@@ -16,6 +16,7 @@ from typing import Any
 from infoprompt.errors import UserError
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.files import PAIR_FIELD, TEXT_FIELD, FileColumns
+from infoprompt.tasks.multilabel import encode_label_set
 
 LABELS_NAME = "classifier_labels.json"
 TASK_NAME = "classifier"
@@ -66,7 +67,12 @@ class Classifier:
     def fit(self, texts: Sequence[str] | Sequence[tuple[str, str]], labels: Sequence[Hashable]) -> Classifier:
         """Train on ``texts`` (strings, or ``(text, text_pair)`` tuples for sentence pairs) and their ``labels``
         (at least two distinct values). Every example trains; nothing is held out unless the method's epoch
-        selection holds out part of them."""
+        selection holds out part of them.
+
+        Multi-label (the linear probe and the prompt methods): give each text a list, tuple or set of labels
+        (empty when none applies); :meth:`predict` then returns lists, and :meth:`predict_proba` each label's
+        own probability (rows need not sum to 1).
+        """
         from infoprompt.kinds import make_classifier, train
         from infoprompt.tasks.user_task import user_task
         from infoprompt.training.config import TrainConfig
@@ -75,22 +81,30 @@ class Classifier:
         if len(texts) != len(labels):
             raise UserError(f"fit got {len(texts)} texts but {len(labels)} labels")
         pairs = _is_pairs(texts)
-        names = _label_names(labels)
-        classes = sorted(set(names))
-        task = user_task(TASK_NAME, FileColumns(text_pair_column=PAIR_FIELD if pairs else None), classes)
-        examples = [Example(fields=fields, label=name, source=f"texts[{i}]")
-                    for i, (fields, name) in enumerate(zip(_fields(texts, pairs), names, strict=True))]
+        multi = bool(len(labels)) and all(isinstance(label, list | tuple | set | frozenset) for label in labels)
+        flat = [label for group in labels for label in group] if multi else list(labels)
+        names = _label_names(flat)
+        values = {name: label for name, label in zip(names, flat, strict=True)}
+        if multi:
+            targets = [encode_label_set(_label_name(label, f"labels[{i}]") for label in group)
+                       for i, group in enumerate(labels)]
+        else:
+            targets = names
+        columns = FileColumns(text_pair_column=PAIR_FIELD if pairs else None, multi_label=multi)
+        task = user_task(TASK_NAME, columns, sorted(values))
+        examples = [Example(fields=fields, label=target, source=f"texts[{i}]")
+                    for i, (fields, target) in enumerate(zip(_fields(texts, pairs), targets, strict=True))]
         backbone = self._backbone()
         model = make_classifier(backbone, task, self.method, seed=self.seed, **self.model_options)
         self.fit_result_ = train(model, examples, None, TrainConfig(seed=self.seed, **self.train_options))
         report_truncation(self.fit_result_.truncated_train, len(examples), "training texts", model.config.max_length)
-        values = {name: label for name, label in zip(names, labels, strict=True)}
         self._set_model(model, [values[name] for name in model.config.labels])
         return self
 
     # -- predict ----------------------------------------------------------------------------------------------
     def predict_proba(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64):
-        """Class probabilities, a NumPy array (n, n_classes) whose columns follow :attr:`classes_`; rows sum to 1."""
+        """Class probabilities, a NumPy array (n, n_classes) whose columns follow :attr:`classes_`; rows sum to 1
+        (multi-label: each label's own probability)."""
         from infoprompt.training.data import encode_examples, report_truncation
         from infoprompt.training.inference import predict_encoded
 
@@ -109,9 +123,18 @@ class Classifier:
         report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "texts", model.config.max_length)
         return predict_encoded(model, encoded, batch_size, precision=precision).double().numpy()
 
-    def predict(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64) -> list[Hashable]:
-        """The most probable label of each text, as given to :meth:`fit`."""
-        return [self.classes_[int(row.argmax())] for row in self.predict_proba(texts, batch_size)]
+    def predict(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64) -> list[Any]:
+        """The most probable label of each text, as given to :meth:`fit` (multi-label: the list of labels whose
+        probability reaches the threshold picked at fit)."""
+        from infoprompt.tasks import is_multi_label
+        from infoprompt.training.inference import threshold_of
+
+        probabilities = self.predict_proba(texts, batch_size)
+        if is_multi_label(self._fitted().task):
+            threshold = threshold_of(self.model_)
+            return [[label for label, p in zip(self.classes_, row, strict=True) if p >= threshold]
+                    for row in probabilities]
+        return [self.classes_[int(row.argmax())] for row in probabilities]
 
     # -- save / load ------------------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
