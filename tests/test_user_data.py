@@ -255,3 +255,18 @@ def task_from_file_rows():
     from infoprompt.tasks import user_task
 
     return user_task("weather", FileColumns(), ["rain", "sun"]), []
+
+
+def test_eval_file_of_a_builtin_task_is_read_like_its_splits(bert_backbone, tmp_path, capsys):
+    from conftest import toy_sentiment
+
+    model = make_classifier(bert_backbone, "sst2", "linear-probe", max_length=32)
+    train(model, toy_sentiment())
+    model.save_pretrained(tmp_path / "a")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\na great movie\t1\nboring dull plot\t0\n", encoding="utf-8")
+    assert main(["eval", "--adapter", str(tmp_path / "a"), "--eval-file", str(dev), "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 2
+    dev.write_text("sentence\tlabel\na great movie\t7\n", encoding="utf-8")
+    assert main(["eval", "--adapter", str(tmp_path / "a"), "--eval-file", str(dev), "--quiet"]) == 2
+    assert "dev.tsv:2" in capsys.readouterr().err

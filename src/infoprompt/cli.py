@@ -159,8 +159,17 @@ def eval_examples(args: argparse.Namespace, task):
             raise UserError(f"adapter task {task.name} is your own data, with no splits here; give --eval-file")
         split = args.split or task.eval_split
         return read_split(task, split, args.data_dir, args.source), split
-    if not isinstance(task, UserTask):
-        return task.reader(Path(args.eval_file)), args.eval_file
+    if not isinstance(task, UserTask):  # a built-in task's file, read as its splits are
+        path = Path(args.eval_file)
+        if not path.is_file():
+            raise UserError(f"evaluation file {path} not found")
+        examples = task.reader(path)
+        for example in examples:
+            if example.label is not None:
+                task.label_index(example.label, where=example.source)
+        if not examples:
+            raise UserError(f"evaluation file {path} holds no examples")
+        return examples, args.eval_file
     if args.text_pair_column is not None and task.columns.text_pair_column is None:
         raise UserError(f"--text-pair-column {args.text_pair_column!r}: adapter task {task.name} reads one text "
                         f"per example, not sentence pairs")
