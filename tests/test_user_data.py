@@ -270,3 +270,19 @@ def test_eval_file_of_a_builtin_task_is_read_like_its_splits(bert_backbone, tmp_
     dev.write_text("sentence\tlabel\na great movie\t7\n", encoding="utf-8")
     assert main(["eval", "--adapter", str(tmp_path / "a"), "--eval-file", str(dev), "--quiet"]) == 2
     assert "dev.tsv:2" in capsys.readouterr().err
+
+
+def test_predict_prefers_the_training_column_over_the_field_name(bert_backbone, tmp_path):
+    from infoprompt.inputs import read_inputs
+
+    task, _ = task_from_file(write_intents(tmp_path / "t.csv", 2), FileColumns(text_column="utterance",
+                                                                                 label_column="intent"))
+    both = tmp_path / "both.csv"
+    both.write_text("text,utterance\nignored,fly me to rome\n", encoding="utf-8")
+    assert read_inputs(str(both), task).rows == [{"text": "fly me to rome"}]
+    fields = tmp_path / "fields.jsonl"
+    fields.write_text('{"text": "fly me to rome"}\n', encoding="utf-8")
+    assert read_inputs(str(fields), task).rows == [{"text": "fly me to rome"}]
+    with pytest.raises(UserError, match=r"in.csv:1: header \['body'\] lacks column\(s\) utterance or text"):
+        (tmp_path / "in.csv").write_text("body\nhello\n", encoding="utf-8")
+        read_inputs(str(tmp_path / "in.csv"), task)

@@ -41,9 +41,10 @@ class Inputs:
 
 
 def column_names(task: TaskSpec) -> dict[str, tuple[str, ...]]:
-    """Field -> the column or key names that may hold it: the field's own name, and a user file's column."""
+    """Field -> the column or key names that may hold it, in order of preference: a user file's column (the one
+    the adapter was trained on), then the field's own name."""
     columns = task.columns.field_columns() if isinstance(task, UserTask) else {}
-    return {name: tuple(dict.fromkeys((name, columns.get(name, name)))) for name in task.fields}
+    return {name: tuple(dict.fromkeys((columns.get(name, name), name))) for name in task.fields}
 
 
 def _pick(record: dict[str, object], task: TaskSpec) -> dict[str, object] | None:
