@@ -257,11 +257,9 @@ def task_from_file_rows():
     return user_task("weather", FileColumns(), ["rain", "sun"]), []
 
 
-def test_eval_file_of_a_builtin_task_is_read_like_its_splits(bert_backbone, tmp_path, capsys):
-    from conftest import toy_sentiment
-
+def test_eval_file_of_a_builtin_task_is_read_like_its_splits(bert_backbone, toy_examples, tmp_path, capsys):
     model = make_classifier(bert_backbone, "sst2", "linear-probe", max_length=32)
-    train(model, toy_sentiment())
+    train(model, toy_examples)
     model.save_pretrained(tmp_path / "a")
     dev = tmp_path / "dev.tsv"
     dev.write_text("sentence\tlabel\na great movie\t1\nboring dull plot\t0\n", encoding="utf-8")

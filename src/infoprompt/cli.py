@@ -147,7 +147,6 @@ def eval_examples(args: argparse.Namespace, task):
     the adapter's columns (a built-in task's file with the task's own reader)."""
     from infoprompt.pipeline import read_split
     from infoprompt.tasks import (
-        BUILTIN_TASKS,
         UserTask,
         check_eval_labels,
         is_multi_label,
@@ -155,7 +154,7 @@ def eval_examples(args: argparse.Namespace, task):
     )
 
     if args.eval_file is None:
-        if task.name not in BUILTIN_TASKS or isinstance(task, UserTask):
+        if not task.splits:  # a task read from the adapter: its data is wherever the user keeps it
             raise UserError(f"adapter task {task.name} is your own data, with no splits here; give --eval-file")
         split = args.split or task.eval_split
         return read_split(task, split, args.data_dir, args.source), split

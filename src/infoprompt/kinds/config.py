@@ -19,7 +19,15 @@ from infoprompt.io_utils import read_json_object
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
-from infoprompt.tasks import BUILTIN_TASKS, TaskSpec, get_task, is_multi_label, task_from_json, task_to_json
+from infoprompt.tasks import (
+    BUILTIN_TASKS,
+    TASKS,
+    TaskSpec,
+    get_task,
+    is_multi_label,
+    task_from_json,
+    task_to_json,
+)
 from infoprompt.templates import Template
 from infoprompt.validation import check_finite, check_labels, validate_classifier_config
 
@@ -200,9 +208,13 @@ class ClassifierConfig:
 
 def config_task(config: ClassifierConfig) -> TaskSpec:
     """The task of an adapter's config: the one it carries (``task_spec``) when it has one, else the registered
-    task of that name. Every place that needs an adapter's task goes through here."""
+    task of that name. Every place that needs an adapter's task goes through here. A carried task that this
+    process has also registered, unchanged, is the registered one (which knows where its data is)."""
     if config.task_spec is None:
         return get_task(config.task)
+    registered = TASKS.get(config.task)
+    if registered is not None and task_to_json(registered) == config.task_spec:
+        return registered
     task = task_from_json(config.task_spec, "adapter config")
     if task.name != config.task:
         raise UserError(f"adapter config: task_spec names task {task.name!r}, but task is {config.task!r}")
