@@ -284,3 +284,30 @@ def test_predict_prefers_the_training_column_over_the_field_name(bert_backbone, 
     with pytest.raises(UserError, match=r"in.csv:1: header \['body'\] lacks column\(s\) utterance or text"):
         (tmp_path / "in.csv").write_text("body\nhello\n", encoding="utf-8")
         read_inputs(str(tmp_path / "in.csv"), task)
+
+
+def test_a_parquet_training_file(intent_files, tiny_model_dirs, tmp_path, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow
+
+    with intent_files[0].open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    table = pyarrow.table({"utterance": [r["utterance"] for r in rows], "intent": [r["intent"] for r in rows]})
+    pq.write_table(table, tmp_path / "intents.parquet")
+    out = tmp_path / "run"
+    assert main(train_args(tiny_model_dirs["bert"], tmp_path / "intents.parquet", out, "--method", "linear-probe",
+                           "--shots", "3")) == 0
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["train_label_counts"] == dict.fromkeys(sorted(INTENTS), 3)
+    assert read_adapter_config(out).labels == tuple(sorted(INTENTS))
+
+
+def test_predict_reads_plain_lines_on_stdin_in_a_fresh_process(intent_files, tiny_model_dirs, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(train_args(tiny_model_dirs["bert"], intent_files[0], out, "--method", "linear-probe")) == 0
+    done = subprocess.run([sys.executable, "-m", "infoprompt.cli", "predict", "--adapter", str(out), "--input", "-",
+                           "--quiet"], input="will it rain in lima\n{\"utterance\": \"play jazz\"}\n",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [row["line"] for row in rows] == [1, 2] and all(row["label"] in INTENTS for row in rows)
