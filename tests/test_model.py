@@ -40,16 +40,24 @@ def test_train_save_load_identical_logits(tiny_backbone, method, toy_examples, t
 
 
 def test_only_trained_parameters_are_saved(bert_backbone, tmp_path):
-    model = tiny_classifier(bert_backbone, "infoprompt")
-    model.save_pretrained(tmp_path)
+    """The adapter holds what prediction reads; the critics, which only training reads, go to a file of their own
+    with keep_training_state and are left out otherwise."""
     from safetensors.torch import load_file
 
-    names = set(load_file(str(tmp_path / WEIGHTS_NAME)))
-    assert names == {"prompt.down", "prompt.up", "prompt.bias", "head.weight", "head.bias", "head_mi.critic.weight",
-                     "rep_mi.f_mu.weight", "rep_mi.f_mu.bias", "rep_mi.f_sigma.weight", "rep_mi.f_sigma.bias",
-                     "rep_mi.critic.weight"}
+    from infoprompt.kinds.config import TRAINING_STATE_NAME
+
+    model = tiny_classifier(bert_backbone, "infoprompt")
+    model.save_pretrained(tmp_path / "slim")
+    model.save_pretrained(tmp_path / "kept", keep_training_state=True)
+    names = set(load_file(str(tmp_path / "slim" / WEIGHTS_NAME)))
+    assert names == {"prompt.down", "prompt.up", "prompt.bias", "head.weight", "head.bias"}
+    assert not (tmp_path / "slim" / TRAINING_STATE_NAME).exists()
+    critics = load_file(str(tmp_path / "kept" / TRAINING_STATE_NAME))
+    assert set(critics) == {"head_mi.critic.weight", "rep_mi.f_mu.weight", "rep_mi.f_mu.bias",
+                            "rep_mi.f_sigma.weight", "rep_mi.f_sigma.bias", "rep_mi.critic.weight"}
     counts = model.parameter_counts()
-    assert counts["trainable"] == sum(t.numel() for t in load_file(str(tmp_path / WEIGHTS_NAME)).values())
+    saved = load_file(str(tmp_path / "kept" / WEIGHTS_NAME))
+    assert counts["trainable"] == sum(t.numel() for t in (*saved.values(), *critics.values()))
     assert counts["frozen"] == sum(p.numel() for p in bert_backbone.model.parameters())
 
 

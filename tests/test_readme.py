@@ -55,3 +55,16 @@ def test_public_api_names_stay_what_they_say():
     assert callable(ip.train) and ip.train.__module__ == "infoprompt.kinds.factory"  # trains a model of any kind
     for name in ip.__all__:
         assert not isinstance(getattr(ip, name), type(ip)), name
+
+
+@pytest.mark.slow
+def test_own_data_example_runs_and_beats_chance(data_dir, tmp_path, capsys):
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"<!-- own-data-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
+    assert match, "README.md lost its marked own-data example"
+    code = match.group(1).replace("../shared/data", str(data_dir)).replace("runs/my-classifier", str(tmp_path / "c"))
+    exec(compile(code, str(README), "exec"), {})
+    printed = capsys.readouterr().out
+    assert "[False, True]" in printed
+    accuracy = float(re.search(r"accuracy ([0-9.]+)", printed).group(1))
+    assert accuracy > 0.6, printed

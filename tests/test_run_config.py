@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infoprompt.cli import POSITIVE, POSITIVE_FLOAT, build_parser, parse_shots
+from infoprompt.cli import POSITIVE, POSITIVE_FLOAT, build_parser, parse_shots, train_option_keys
 from infoprompt.errors import UserError
-from infoprompt.run_config import apply_run_config, config_argv, read_run_config, train_option_keys
+from infoprompt.run_config import apply_run_config, config_argv, read_run_config
 
 
 def small_parser() -> argparse.ArgumentParser:
@@ -59,7 +59,7 @@ def test_without_a_config_the_parser_alone_decides():
 
 def test_read_run_config_returns_snake_case_keys_in_file_order(tmp_path):
     path = write(tmp_path, "run.yml", "method: infoprompt-plus\nbatch-size: 16\nno_feature_cache: true\n")
-    assert read_run_config(path) == {"method": "infoprompt-plus", "batch_size": 16, "no_feature_cache": True}
+    assert read_run_config(path, train_option_keys()) == {"method": "infoprompt-plus", "batch_size": 16, "no_feature_cache": True}
     keys = train_option_keys()
     assert {"task", "shots", "batch_size", "warm_start", "max_length"} <= keys
     assert not keys & {"help", "config", "handler"}

@@ -30,6 +30,7 @@ _API = {
     "RunSpec": "infoprompt.pipeline",
     "run_training": "infoprompt.pipeline",
     "UserError": "infoprompt.errors",
+    "Classifier": "infoprompt.classifier",
 }
 __all__ = sorted(_API)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -28,6 +29,9 @@ from infoprompt.options import (
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
+
+DEFAULT_SHOTS = 64
+SHOTS_UNSET = object()  # --shots not given: 64 for a task, every row of a --train-file
 
 
 def method_name(value: str) -> str:
@@ -99,10 +103,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.tracking import make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
+    shots = args.shots
+    if shots is SHOTS_UNSET:
+        shots = None if args.train_file else DEFAULT_SHOTS  # a file trains on every row unless --shots says
     spec = RunSpec(
-        task=args.task, method=args.method, shots=args.shots, n_prompts=args.n_prompts, seed=args.seed,
+        task=args.task, method=args.method, shots=shots, n_prompts=args.n_prompts, seed=args.seed,
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
+        train_file=args.train_file, eval_file=args.eval_file, keep_training_state=args.keep_training_state,
+        **file_columns(args),
     )
     tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
     record = run_training(spec, args.out, overwrite=args.overwrite)
@@ -117,12 +126,74 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def file_columns(args: argparse.Namespace) -> dict[str, object]:
+    """The column options of ``train`` as RunSpec fields."""
+    return {"text_column": args.text_column or "text", "text_pair_column": args.text_pair_column,
+            "label_column": args.label_column or "label", "multi_label": args.multi_label}
+
+
+def add_file_options(parser: argparse.ArgumentParser, *, training: bool) -> None:
+    group = parser.add_argument_group("your own data (CSV, TSV, JSON lines, Parquet)")
+    if training:
+        group.add_argument("--train-file", help="your labelled training file, instead of --task: its labels (any "
+                           "values, at least 2 classes) become the adapter's classes; --shots K then draws K "
+                           "per class (every row without --shots)")
+        group.add_argument("--eval-file", help="a labelled file to evaluate on after training; without it there is "
+                           "no final evaluation (metrics are empty) and nothing is held out of --train-file")
+        group.add_argument("--multi-label", action="store_true",
+                           help="a label cell holds several labels (a|b or a JSON list)")
+        default = " (default %(default)s)"
+    else:
+        group.add_argument("--eval-file", help="a labelled file to evaluate on instead of a split; the columns "
+                           "default to the adapter's")
+        default = " (default: the adapter's)"
+    group.add_argument("--text-column", help="column of the text" + default, default="text" if training else None)
+    group.add_argument("--text-pair-column", help="column of the second text of a sentence pair")
+    group.add_argument("--label-column", help="column of the label" + default, default="label" if training else None)
+
+
+def eval_examples(args: argparse.Namespace, task):
+    """The examples ``eval`` scores and their name: a split of a built-in task, or ``--eval-file`` read with
+    the adapter's columns (a built-in task's file with the task's own reader)."""
+    from infoprompt.pipeline import read_split
+    from infoprompt.tasks import (
+        UserTask,
+        check_eval_labels,
+        is_multi_label,
+        read_labelled_file,
+    )
+
+    if args.eval_file is None:
+        if not task.splits:  # a task read from the adapter: its data is wherever the user keeps it
+            raise UserError(f"adapter task {task.name} is your own data, with no splits here; give --eval-file")
+        split = args.split or task.eval_split
+        return read_split(task, split, args.data_dir, args.source), split
+    if not isinstance(task, UserTask):  # a built-in task's file, read as its splits are
+        path = Path(args.eval_file)
+        if not path.is_file():
+            raise UserError(f"evaluation file {path} not found")
+        examples = task.reader(path)
+        for example in examples:
+            if example.label is not None:
+                task.label_index(example.label, where=example.source)
+        if not examples:
+            raise UserError(f"evaluation file {path} holds no examples")
+        return examples, args.eval_file
+    if args.text_pair_column is not None and task.columns.text_pair_column is None:
+        raise UserError(f"--text-pair-column {args.text_pair_column!r}: adapter task {task.name} reads one text "
+                        f"per example, not sentence pairs")
+    columns = dataclasses.replace(task.columns, **{name: value for name, value in (
+        ("text_column", args.text_column), ("text_pair_column", args.text_pair_column),
+        ("label_column", args.label_column)) if value is not None})
+    examples = read_labelled_file(args.eval_file, columns)
+    check_eval_labels(task.labels, examples, multi_label=is_multi_label(task))
+    return examples, args.eval_file
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
-    from infoprompt.kinds.config import read_adapter_config
-    from infoprompt.pipeline import read_split
-    from infoprompt.tasks import get_task
+    from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.training.inference import evaluate
     from infoprompt.training.runtime import resolve_device
 
@@ -130,9 +201,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.output:
         check_output_file(args.output)
     config = read_adapter_config(Path(args.adapter))
-    task = get_task(config.task)
-    split = args.split or task.eval_split
-    examples = read_split(task, split, args.data_dir, args.source)  # bad data fails before the encoder loads
+    task = config_task(config)
+    examples, split = eval_examples(args, task)  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
     metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
     record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics}
@@ -148,15 +218,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.inputs import iter_inputs
     from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
-    from infoprompt.kinds.config import read_adapter_config
-    from infoprompt.tasks import get_task
+    from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.training.runtime import resolve_device
 
     device = resolve_device(args.device)
     output = args.output or "-"
     check_output_file(output)
     config = read_adapter_config(Path(args.adapter))
-    task = get_task(config.task)
+    task = config_task(config)
     if args.input != "-":
         for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
             pass
@@ -208,10 +277,14 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--quiet", action="store_true", help="no progress bars")
 
     train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
-    train.add_argument("--task", required=True, type=task_name, help="task name (see infoprompt tasks)")
+    train.add_argument("--config", help="a .yaml or .toml file of these options (same keys as the flags; flags "
+                       "on the command line win)")
+    train.add_argument("--task", type=task_name, help="task name (see infoprompt tasks); or --train-file")
     train.add_argument("--method", default="infoprompt", type=method_name,
                        help="a row of the method table (see infoprompt methods; default infoprompt)")
-    train.add_argument("--shots", type=parse_shots, default=64, help="training examples per seed, or 'full' (default 64)")
+    train.add_argument("--shots", type=parse_shots, default=SHOTS_UNSET,
+                       help="training examples per seed, or 'full' (default 64); with --train-file, examples per "
+                            "class (default: every row)")
     train.add_argument("--seed", type=COUNT, default=1,
                        help="seeds the few-shot draw, the initialisation, the batch order and the sampling noise "
                             "(default 1)")
@@ -220,7 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backbone", default="minilm", help="minilm, mpnet, a Hugging Face id or a local path")
     train.add_argument("--out", required=True, help="run directory (adapter, log, metrics.json)")
     train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    train.add_argument("--keep-training-state", action="store_true",
+                       help="also keep the training-only parameters (the information critics) in "
+                            "training_state.safetensors; the adapter holds what prediction needs")
     common(train)
+    add_file_options(train, training=True)
     add_model_options(train)
     add_training_options(train)
     add_tracking_options(train)
@@ -231,13 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
     evaluate.add_argument("--batch-size", type=POSITIVE, default=64)
     evaluate.add_argument("--output", help="also write the metrics JSON here")
+    add_file_options(evaluate, training=False)
     add_device_options(evaluate)
     common(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
 
     predict = commands.add_parser("predict", help="predict labels for new inputs, one JSON line each")
     predict.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
-    predict.add_argument("--input", required=True, help="a .tsv with a header, a .jsonl, or - for stdin")
+    predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
+                         "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
     predict.add_argument("--batch-size", type=POSITIVE, default=64)
     predict.add_argument("--encoding", default="utf-8",
@@ -253,6 +332,27 @@ def build_parser() -> argparse.ArgumentParser:
                      add_export_command):
         register(commands)
     return parser
+
+
+def train_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return commands.choices["train"]
+
+
+def train_option_keys() -> set[str]:
+    """The keys a ``train --config`` file may hold: the ``train`` options in snake case."""
+    from infoprompt.run_config import setting_keys
+
+    return setting_keys(train_parser(build_parser()))
+
+
+def expand_run_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``train --config run.yaml``: the file's settings as flags, before those of the command line (which win)."""
+    if not argv or argv[0] != "train":
+        return argv
+    from infoprompt.run_config import config_argv
+
+    return ["train", *config_argv(train_parser(parser), argv[1:])]
 
 
 def _quiet_libraries() -> None:
@@ -296,9 +396,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(expand_run_config(parser, sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as stop:  # a usage error (one line printed) or --help / --version
         return stop.code if isinstance(stop.code, int) else 2
+    except UserError as error:  # a bad run config file
+        print(f"infoprompt: error: {error}", file=sys.stderr)
+        return 2
     if getattr(args, "quiet", False):
         _quiet_libraries()
     try:

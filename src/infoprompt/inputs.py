@@ -1,7 +1,14 @@
-"""Read prediction inputs (TSV with a header, JSONL, or stdin lines) into task field dicts."""
+"""Read prediction inputs (plain text lines, CSV or TSV with a header, JSONL, or stdin lines) into task field dicts.
+
+A column or key names a task field by the field's name (``sentence``, ``text``) or, for an adapter trained on
+the user's own file, also by that file's column name (``utterance``), so the file an adapter was trained on
+can be fed to ``predict`` as it is (its label column is ignored).
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -10,10 +17,11 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.io_utils import iter_lines
-from infoprompt.tasks import TaskSpec
+from infoprompt.tasks import TaskSpec, UserTask
 from infoprompt.validation import check_encodable, is_blank
 
 ENCODING_HINT = ", or pass --encoding"
+INPUT_FORMATS = (".txt", ".csv", ".tsv", ".jsonl")
 
 
 @dataclass
@@ -36,6 +44,24 @@ class Inputs:
         self.sources.append(where)
 
 
+def column_names(task: TaskSpec) -> dict[str, tuple[str, ...]]:
+    """Field -> the column or key names that may hold it, in order of preference: a user file's column (the one
+    the adapter was trained on), then the field's own name."""
+    columns = task.columns.field_columns() if isinstance(task, UserTask) else {}
+    return {name: tuple(dict.fromkeys((columns.get(name, name), name))) for name in task.fields}
+
+
+def _pick(record: dict[str, object], task: TaskSpec) -> dict[str, object] | None:
+    """``record``'s cell for each field under one of its names; ``None`` if a field has none."""
+    row: dict[str, object] = {}
+    for name, keys in column_names(task).items():
+        key = next((key for key in keys if key in record), None)
+        if key is None:
+            return None
+        row[name] = record[key]
+    return row
+
+
 def _from_json(line: str, where: str, task: TaskSpec) -> dict[str, str]:
     try:
         row = json.loads(line)
@@ -45,10 +71,11 @@ def _from_json(line: str, where: str, task: TaskSpec) -> dict[str, str]:
         raise UserError(f"{where}: JSON nested too deeply") from None
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object with field(s) {', '.join(task.fields)}")
-    missing = [name for name in task.fields if not isinstance(row.get(name), str)]
+    picked = _pick(row, task) or {}
+    missing = [" or ".join(keys) for name, keys in column_names(task).items() if not isinstance(picked.get(name), str)]
     if missing:
         raise UserError(f"{where}: missing text field(s) {', '.join(missing)}")
-    return {name: row[name] for name in task.fields}
+    return picked  # type: ignore[return-value]
 
 
 def _from_cells(cells: list[str], where: str, task: TaskSpec) -> dict[str, str]:
@@ -63,10 +90,12 @@ CHUNK_BYTES = 1 << 20
 
 
 def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8") -> Inputs:
-    """``source`` is a ``.jsonl`` file, a ``.tsv`` file whose header names the fields, or ``-`` for stdin.
+    """``source`` is a ``.txt`` file (one text per line), a ``.csv`` or ``.tsv`` file whose header names the
+    fields, a ``.jsonl`` file, or ``-`` for stdin.
 
-    On stdin each line is a JSON object or the task's fields separated by tabs. Every row keeps its line
-    number; empty text is refused, as in training data. All rows at once: see :func:`iter_inputs` for chunks.
+    On stdin each line is a JSON object or the task's fields separated by tabs (a plain line of text for a
+    single-text task). Every row keeps its line number; empty text is refused, as in training data. All rows at
+    once: see :func:`iter_inputs` for chunks.
     """
     whole = Inputs()
     for chunk in iter_inputs(source, task, encoding, chunk_rows=1 << 62, chunk_bytes=1 << 62):
@@ -90,8 +119,12 @@ def iter_inputs(
                            chunk_rows, chunk_bytes)
         return
     path = Path(source)
-    if path.suffix not in (".jsonl", ".tsv"):
-        raise UserError(f"input file {path}: unknown format (use .tsv with a header, .jsonl, or - for stdin)")
+    if path.suffix not in INPUT_FORMATS:
+        raise UserError(f"input file {path}: unknown format {path.suffix or '(no extension)'!r} (use .txt, .csv or "
+                        f".tsv with a header, .jsonl, or - for stdin)")
+    if path.suffix == ".txt" and len(task.fields) != 1:
+        raise UserError(f"input file {path}: a .txt file holds one text per line, but task {task.name} reads "
+                        f"{len(task.fields)} fields ({', '.join(task.fields)}); use .csv, .tsv or .jsonl")
     if not path.is_file():
         raise UserError(f"input file {path} not found")
     try:
@@ -99,19 +132,64 @@ def iter_inputs(
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     with handle:
+        if path.suffix == ".csv":
+            yield from _csv_chunks(handle, str(path), task, encoding, chunk_rows)
+            return
         lines = iter_lines(handle, str(path), encoding, ENCODING_HINT)
-        if path.suffix == ".jsonl":
-            yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, json_only=True)
+        if path.suffix in (".jsonl", ".txt"):
+            yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, json_only=path.suffix == ".jsonl",
+                               plain=path.suffix == ".txt")
             return
         first = next(lines, None)
         header = first[1].split("\t") if first is not None else []
-        missing = [name for name in task.fields if name not in header]
-        if missing:
-            raise UserError(f"{path}:1: header {_short(header)} lacks column(s) {', '.join(missing)}")
-        repeated = sorted({name for name in header if header.count(name) > 1})
-        if repeated:
-            raise UserError(f"{path}:1: the header names column(s) {', '.join(repeated)} more than once")
+        _check_header(header, str(path), task)
         yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, header=header)
+
+
+def _check_header(header: list[str], name: str, task: TaskSpec) -> None:
+    if _pick(dict.fromkeys(header, ""), task) is None:
+        missing = [" or ".join(keys) for keys in column_names(task).values() if not set(keys) & set(header)]
+        raise UserError(f"{name}:1: header {_short(header)} lacks column(s) {', '.join(missing)}")
+    repeated = sorted({column for column in header if header.count(column) > 1})
+    if repeated:
+        raise UserError(f"{name}:1: the header names column(s) {', '.join(repeated)} more than once")
+
+
+def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: int) -> Iterator[Inputs]:
+    """A CSV file (RFC 4180 quoting: cells may hold commas, quotes and line breaks) with a header line, read
+    record by record."""
+    text = io.TextIOWrapper(handle, encoding="utf-8-sig" if encoding == "utf-8" else encoding, newline="")
+    reader = csv.reader(text, strict=True)
+    header: list[str] | None = None
+    chunk, line = Inputs(), 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise UserError(f"{name}:{line}: not valid CSV ({error})") from None
+        except UnicodeDecodeError as error:
+            raise UserError(f"{name}: not valid {encoding} ({error.reason}){ENCODING_HINT}") from None
+        start, line = line, reader.line_num + 1
+        if not any(cell.strip() for cell in cells):
+            chunk.skipped += header is not None
+            continue
+        if header is None:
+            header = [cell.strip() for cell in cells]
+            _check_header(header, name, task)
+            continue
+        where = f"{name}:{start}"
+        if len(cells) != len(header):
+            raise UserError(f"{where}: expected {len(header)} comma-separated columns, found {len(cells)}")
+        chunk.add(_pick(dict(zip(header, cells, strict=True)), task), start, where, task)  # type: ignore[arg-type]
+        if len(chunk.rows) >= chunk_rows:
+            yield chunk
+            chunk = Inputs()
+    if header is None:
+        raise UserError(f"{name}: the file is empty; the first line must name the columns")
+    if chunk.rows or chunk.skipped:
+        yield chunk
 
 
 def _short(header: list[str]) -> str:
@@ -121,14 +199,14 @@ def _short(header: list[str]) -> str:
 
 def _chunks(
     lines: Iterator[tuple[int, str, bool]], name: str, task: TaskSpec, chunk_rows: int, chunk_bytes: int,
-    header: list[str] | None = None, json_only: bool = False,
+    header: list[str] | None = None, json_only: bool = False, plain: bool = False,
 ) -> Iterator[Inputs]:
     chunk, size = Inputs(), 0
     for number, line, terminated in lines:
         if not line.strip():
             chunk.skipped += terminated or bool(line)  # what follows the last line end is no blank line
             continue
-        chunk.add(_row(line, f"{name}:{number}", task, header, json_only), number, f"{name}:{number}", task)
+        chunk.add(_row(line, f"{name}:{number}", task, header, json_only, plain), number, f"{name}:{number}", task)
         size += len(line)
         if len(chunk.rows) >= chunk_rows or size >= chunk_bytes:
             yield chunk
@@ -137,12 +215,15 @@ def _chunks(
         yield chunk
 
 
-def _row(line: str, where: str, task: TaskSpec, header: list[str] | None, json_only: bool) -> dict[str, str]:
+def _row(line: str, where: str, task: TaskSpec, header: list[str] | None, json_only: bool,
+         plain: bool = False) -> dict[str, str]:
     if header is not None:
         cells = line.split("\t")
         if len(cells) != len(header):
             raise UserError(f"{where}: expected {len(header)} tab-separated columns, found {len(cells)}")
-        return {field: cells[header.index(field)] for field in task.fields}
+        return _pick(dict(zip(header, cells, strict=True)), task)  # type: ignore[return-value]
+    if plain:
+        return {task.fields[0]: line}
     if json_only or line.lstrip().startswith("{"):
         return _from_json(line, where, task)
     return _from_cells(line.split("\t"), where, task)

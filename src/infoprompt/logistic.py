@@ -41,3 +41,39 @@ def fit_logistic_head(
     classifier.fit(features.astype(np.float64), labels)
     weight, bias = head_from_sklearn(classifier, n_classes)
     return weight, bias, int(np.max(classifier.n_iter_))
+
+
+def fit_one_vs_rest_head(features: np.ndarray, targets: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Multi-label: one L2 logistic regression per label on 0/1 ``targets`` (examples x labels); returns the rows
+    of a head whose sigmoid gives each label's probability, the biases, and the most iterations one fit took.
+    A label that every (or no) training example carries gets a constant probability instead of a fit."""
+    n_labels = targets.shape[1]
+    weight = np.zeros((n_labels, features.shape[1]))
+    bias = np.zeros(n_labels)
+    iterations = 0
+    for label in range(n_labels):
+        column = targets[:, label]
+        if column.min() == column.max():
+            bias[label] = 10.0 if column[0] else -10.0
+            continue
+        classifier = LogisticRegression(C=REGULARISATION_C, max_iter=MAX_ITER, random_state=seed)
+        classifier.fit(features.astype(np.float64), column.astype(np.int64))
+        weight[label], bias[label] = classifier.coef_[0], classifier.intercept_[0]
+        iterations = max(iterations, int(np.max(classifier.n_iter_)))
+    return weight, bias, iterations
+
+
+# Decision thresholds a multi-label head may pick, on held-out examples of the few-shot draw.
+THRESHOLDS = tuple(round(0.05 * step, 2) for step in range(1, 20))
+
+
+def pick_threshold(probabilities: np.ndarray, targets: np.ndarray) -> float:
+    """The threshold of :data:`THRESHOLDS` with the best micro-F1 of ``probabilities >= threshold`` against 0/1
+    ``targets`` (ties: the one nearest 0.5)."""
+    def micro_f1(threshold: float) -> float:
+        predicted = probabilities >= threshold
+        true_positive = float((predicted & (targets > 0)).sum())
+        denominator = float(predicted.sum() + (targets > 0).sum())
+        return 2 * true_positive / denominator if denominator else 0.0
+
+    return max(THRESHOLDS, key=lambda threshold: (micro_f1(threshold), -abs(threshold - 0.5)))

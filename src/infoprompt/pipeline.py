@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,8 +17,23 @@ from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
 from infoprompt.kinds import kind_of, make_classifier
-from infoprompt.tasks import Example, TaskSpec, get_task, load_hub_split, load_split, sample_few_shot
+from infoprompt.tasks import (
+    Example,
+    FileColumns,
+    TaskSpec,
+    check_eval_labels,
+    get_task,
+    is_multi_label,
+    label_set,
+    load_hub_split,
+    load_split,
+    read_labelled_file,
+    sample_few_shot,
+    sample_few_shot_multilabel,
+    task_from_file,
+)
 from infoprompt.training.config import TrainConfig
+from infoprompt.training.data import report_truncation
 from infoprompt.training.runtime import process_state, resolve_device
 from infoprompt.validation import nonnegative_int, positive_int
 from infoprompt.version import __version__
@@ -31,8 +47,10 @@ class RunSpec:
     """One cell of an experiment: which task, method, data budget, prompt count, seed and backbone.
 
     Attributes:
-        task / method / backbone: names (``infoprompt tasks``, ``infoprompt methods``, a backbone name or path).
+        task / method / backbone: names (``infoprompt tasks``, ``infoprompt methods``, a backbone name or path);
+            ``task`` is ``None`` for a run on the user's own file (``train_file``).
         shots: training examples drawn with ``seed`` (every class present); ``None`` trains on the full split.
+            On a ``train_file`` it counts examples **per class** (see :func:`draw_training_sample`).
         n_prompts: prompt tokens ``n_p``.
         seed: seeds the few-shot draw, the initialisation and training.
         data_dir: data directory (else ``$INFOPROMPT_DATA_DIR``); ``source="hub"`` reads Hugging Face datasets.
@@ -42,9 +60,17 @@ class RunSpec:
         sampling: how the few-shot draw shares ``shots`` over classes: ``proportional`` to their sizes (every
             class at least once) or ``balanced`` (equal shares where classes are big enough; for skewed label
             sets such as CoNLL04 relations, where most pairs are ``no_relation``).
+        train_file / eval_file: the user's own labelled files (CSV, TSV, JSON lines, Parquet) instead of a
+            task; the task is built from the training file (its labels, sorted) and carried by the adapter.
+            Without ``eval_file`` there is no final evaluation (``metrics`` is empty): nothing is held out of
+            the training file.
+        text_column / text_pair_column / label_column / multi_label: which columns of those files hold the
+            text, the optional second text of a pair and the label(s) (see :class:`~infoprompt.tasks.FileColumns`).
+        keep_training_state: also store the parameters only training uses (the prompt kind's critics), in
+            ``training_state.safetensors``; the adapter itself holds what prediction needs.
     """
 
-    task: str
+    task: str | None
     method: str
     shots: int | None = 64
     n_prompts: int = 4
@@ -56,14 +82,30 @@ class RunSpec:
     training: TrainConfig = field(default_factory=TrainConfig)
     cache_dir: str | None = None
     sampling: str = "proportional"
+    train_file: str | None = None
+    eval_file: str | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    multi_label: bool = False
+    keep_training_state: bool = False
 
     def __post_init__(self) -> None:
+        if (self.task is None) == (self.train_file is None):
+            raise UserError("give a task (--task) or your own training file (--train-file), not both or neither")
+        if self.eval_file is not None and self.train_file is None:
+            raise UserError("--eval-file goes with --train-file (a built-in task has its own evaluation split)")
+        self.columns()  # bad column options fail here
         if self.shots is not None:
             positive_int(self.shots, "shots")
         nonnegative_int(self.n_prompts, "n_prompts")
         nonnegative_int(self.seed, "seed")
         if not isinstance(self.training, TrainConfig):
             raise UserError(f"training must be a TrainConfig, got {self.training!r}")
+
+    def columns(self) -> FileColumns:
+        return FileColumns(text_column=self.text_column, text_pair_column=self.text_pair_column,
+                           label_column=self.label_column, multi_label=self.multi_label)
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -79,10 +121,59 @@ def read_split(task: TaskSpec, split: str, data_dir: str | None, source: str) ->
     raise UserError(f"unknown data source {source!r}; valid sources: files, hub")
 
 
-def build_classifier(spec: RunSpec, backbone: Backbone):
-    """The model a run of ``spec`` trains: :func:`~infoprompt.kinds.make_classifier` with the spec's task, method,
-    prompt count, options, and its seed as the initialisation seed."""
-    return make_classifier(backbone, spec.task, spec.method, spec.n_prompts, spec.seed, **spec.classifier)
+@dataclass
+class RunData:
+    """What a run reads: its task, the whole training split (or file) and the evaluation examples."""
+
+    task: TaskSpec
+    train: list[Example]
+    eval: list[Example]
+    eval_split: str | None  # a split name, the evaluation file, or None when nothing is evaluated
+
+
+def read_run_data(spec: RunSpec) -> RunData:
+    """The task and examples of ``spec``: a built-in task's splits, or the user's files (the task built from the
+    training file; every evaluation label must be a training label)."""
+    if spec.train_file is None:
+        task = get_task(spec.task)
+        return RunData(task, read_split(task, task.train_split, spec.data_dir, spec.source),
+                       read_split(task, task.eval_split, spec.data_dir, spec.source), task.eval_split)
+    columns = spec.columns()
+    task, train = task_from_file(spec.train_file, columns)
+    evaluation: list[Example] = []
+    if spec.eval_file is not None:
+        evaluation = read_labelled_file(spec.eval_file, columns)
+        check_eval_labels(task.labels, evaluation, multi_label=columns.multi_label)
+    return RunData(task, train, evaluation, spec.eval_file)
+
+
+def draw_training_sample(spec: RunSpec, data: RunData) -> list[Example]:
+    """The few-shot draw of ``spec``: ``shots`` examples stratified by label on a built-in task; on a user's
+    file, ``shots`` per class (``shots × classes`` examples shared out evenly by the same seeded sampler, a class
+    smaller than ``shots`` giving all its rows and the others the rest); multi-label, ``shots × labels``
+    examples with every label present. ``shots=None``: every example."""
+    task = data.task
+    if spec.train_file is None:
+        return sample_few_shot(data.train, spec.shots, spec.seed, labels=task.labels, strategy=spec.sampling)
+    total = None if spec.shots is None else spec.shots * len(task.labels)
+    if is_multi_label(task):
+        return sample_few_shot_multilabel(data.train, total, spec.seed, labels=task.labels)
+    return sample_few_shot(data.train, total, spec.seed, labels=task.labels, strategy="balanced")
+
+
+def build_classifier(spec: RunSpec, backbone: Backbone, task: TaskSpec | None = None):
+    """The model a run of ``spec`` trains: :func:`~infoprompt.kinds.make_classifier` with the spec's task (or
+    ``task``, the one read from its file), method, prompt count, options, and its seed as the initialisation seed."""
+    return make_classifier(backbone, task or spec.task, spec.method, spec.n_prompts, spec.seed, **spec.classifier)
+
+
+def label_counts(task: TaskSpec, examples: Sequence[Example]) -> dict[str, int]:
+    """Examples per class (per label, for multi-label: an example counts once for each label it carries)."""
+    counts = dict.fromkeys(task.labels, 0)
+    for example in examples:
+        for label in label_set(example) if is_multi_label(task) else (example.label,):
+            counts[label] += 1
+    return counts
 
 
 def cpu_model() -> str:
@@ -118,7 +209,6 @@ def run_training(
     Returns the result record (also written as ``metrics.json``): the spec, the resolved classifier config,
     seed, backbone, metrics, timings and parameter counts.
     """
-    task = get_task(spec.task)
     fit = kind_of(spec.method).trainer()  # a missing optional dependency fails before any data is read
     processes = process_state()
     if not processes.is_main_process:
@@ -126,33 +216,35 @@ def run_training(
     resolve_device(spec.training.device)  # a device this machine lacks fails before any work
     if out is not None:
         check_run_target(out, overwrite)  # so does an output that may not or cannot be written
-    train_split = read_split(task, task.train_split, spec.data_dir, spec.source)
-    eval_split = read_split(task, task.eval_split, spec.data_dir, spec.source)
-    sample = sample_few_shot(train_split, spec.shots, spec.seed, labels=task.labels, strategy=spec.sampling)
+    data = read_run_data(spec)
+    task = data.task
+    sample = draw_training_sample(spec, data)
     if backbone is None:
         backbone = load_backbone(spec.backbone, cache_dir=spec.cache_dir)
-    model = build_classifier(spec, backbone)
+    model = build_classifier(spec, backbone, task)
 
     def execute(directory: Path | None) -> dict[str, object]:
         training = spec.training
         if spec.cache_dir and training.feature_store_dir is None:
             training = dataclasses.replace(training, feature_store_dir=spec.cache_dir)
-        result = fit(model, sample, eval_split, training, log_path=directory / LOG_NAME if directory else None)
-        labels = [e.label for e in sample]
+        result = fit(model, sample, data.eval, training, log_path=directory / LOG_NAME if directory else None)
+        if processes.is_main_process:
+            report_truncation(result.truncated_train, result.n_train, "training texts", model.config.max_length)
         record = {
-            "task": spec.task,
+            "task": task.name,
             "method": spec.method,
             "shots": spec.shots if spec.shots is not None else "full",
+            "shots_unit": "per class" if spec.train_file is not None else "examples",
             "n_prompts": model.config.n_prompts,
             "seed": spec.seed,
             "backbone": spec.backbone,
             "backbone_fingerprint": model.config.backbone_fingerprint,
             "primary_metric": task.primary_metric,
             "metrics": result.metrics,
-            "eval_split": task.eval_split,
+            "eval_split": data.eval_split,
             "n_train": result.n_train,
             "n_eval": result.n_eval,
-            "train_label_counts": {label: labels.count(label) for label in task.labels},
+            "train_label_counts": label_counts(task, sample),
             "truncated_train": result.truncated_train,
             "steps": result.steps,
             "world_size": result.world_size or processes.num_processes,
@@ -170,7 +262,10 @@ def run_training(
         if result.selection is not None:
             record["selection"] = result.selection  # what was picked, and from which held-out scores
         if directory is not None:
-            model.save_pretrained(directory)
+            if spec.keep_training_state and hasattr(model, "training_only_names"):
+                model.save_pretrained(directory, keep_training_state=True)
+            else:
+                model.save_pretrained(directory)
             atomic_write_json(directory / METRICS_NAME, record)
         return record
 

@@ -32,13 +32,13 @@ CONFIG_SUFFIXES = (".yaml", ".yml", ".toml")
 _NOT_SETTINGS = frozenset({"config", "help", "version", "command", "handler"})
 
 
-def read_run_config(path: str | os.PathLike[str], known_keys: Collection[str] | None = None) -> dict[str, object]:
+def read_run_config(path: str | os.PathLike[str], known_keys: Collection[str]) -> dict[str, object]:
     """The settings of a run config file, keys in snake case (``batch_size``), in file order.
 
-    ``known_keys`` are the accepted keys in snake case (argparse ``dest`` names); by default those of the
-    ``train`` command. Values come back as the file holds them; :func:`config_argv` checks them.
+    ``known_keys`` are the accepted keys in snake case (argparse ``dest`` names; ``infoprompt.cli.train_option_keys``
+    gives those of ``train``). Values come back as the file holds them; :func:`config_argv` checks them.
     """
-    values, _ = _read(Path(path), set(known_keys) if known_keys is not None else train_option_keys())
+    values, _ = _read(Path(path), set(known_keys))
     return values
 
 
@@ -88,13 +88,9 @@ def split_config_option(argv: Sequence[str]) -> tuple[str | None, list[str]]:
     return path, rest
 
 
-def train_option_keys() -> set[str]:
-    """The setting keys of ``infoprompt train``, from its parser."""
-    from infoprompt.cli import build_parser
-
-    parser = build_parser()
-    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-    return set(_settings(commands.choices["train"]))
+def setting_keys(parser: argparse.ArgumentParser) -> set[str]:
+    """The keys a run config for ``parser`` may hold (its options' ``dest`` names, not help or config)."""
+    return set(_settings(parser))
 
 
 # -- reading --------------------------------------------------------------------------------------------------

@@ -18,9 +18,10 @@ from infoprompt.kinds.config import (
     WEIGHTS_NAME,
     ClassifierConfig,
     check_backbone,
+    config_task,
 )
 from infoprompt.kinds.registry import get_method
-from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.tasks import TaskSpec
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult, LossTerms
@@ -64,7 +65,7 @@ class BaselineModel(nn.Module):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, reserved: int = 0):
         super().__init__()
-        self.task = get_task(config.task)
+        self.task = config_task(config)
         self.preset = get_method(config.method)
         if config.template is None:
             config = dataclasses.replace(config, template=plain_template(self.task))

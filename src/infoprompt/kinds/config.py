@@ -24,7 +24,15 @@ from infoprompt.io_utils import (
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
 from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
-from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.tasks import (
+    BUILTIN_TASKS,
+    TASKS,
+    TaskSpec,
+    get_task,
+    is_multi_label,
+    task_from_json,
+    task_to_json,
+)
 from infoprompt.templates import Template
 from infoprompt.validation import check_finite, check_labels, require_fingerprint, validate_classifier_config
 
@@ -35,8 +43,16 @@ POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
 KIND_ONLY_FIELDS = ("released_batch_prompt",)
+  # read under the legacy name too: see read_adapter_config
+LONG_TEXTS = ("truncate", "chunk")
+# Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
+MULTI_LABEL_KINDS = ("linear-probe", "prompt")
+# Kinds whose head reads pooled encoder features, so that windows of a long text can be pooled into one.
+CHUNKING_KINDS = ("linear-probe",)
 CONFIG_NAME = ADAPTER_CONFIG_NAME  # read under the legacy name too: see read_adapter_config
 WEIGHTS_NAME = "adapter_model.safetensors"
+# Parameters only training uses (the prompt kind's information critics), kept apart on request.
+TRAINING_STATE_NAME = "training_state.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -76,8 +92,16 @@ class ClassifierConfig:
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
         released_batch_prompt: the ``released`` kind only: insert the first example's generated prompt in
             every row of a batch (the released code's behaviour); ``None`` takes the method's.
+        long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
+            reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
+            in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
+        threshold: multi-label tasks: a label is predicted where its sigmoid probability reaches this value
+            (picked on a held-out slice of the few-shot draw when the adapter is fitted); ``None`` otherwise.
+        task_spec: the task itself (:func:`~infoprompt.tasks.task_to_json`) for a task that is not built in
+            (a user's file, a registered task), so that the adapter loads in any process without registration;
+            ``None`` for built-in tasks, found by name (and then not written, so their adapters stay as they were).
     """
 
     task: str
@@ -112,8 +136,13 @@ class ClassifierConfig:
     released_batch_prompt: bool | None = field(default=None, metadata=cli(
         "infoprompt-released only: every row of a batch gets the first example's generated prompt, as the authors' "
         "released code does (default: the method's; off for infoprompt-released)", switch="flag"))
+    long_text: str = field(default="truncate", metadata=cli(
+        "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
+        "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
+    task_spec: dict[str, object] | None = None
+    threshold: float | None = None
 
     def resolved(self, task: TaskSpec, preset: Method) -> ClassifierConfig:
         """A copy with every ``None`` default filled from the task and method."""
@@ -137,6 +166,14 @@ class ClassifierConfig:
             raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
         if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
             raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
+        if is_multi_label(task) and preset.kind not in MULTI_LABEL_KINDS:
+            raise UserError(f"task {task.name} is multi-label, which method {preset.name} does not train; use "
+                            f"{' or '.join(MULTI_LABEL_KINDS)}")
+        if self.long_text not in LONG_TEXTS:
+            raise UserError(f"long_text must be one of {', '.join(LONG_TEXTS)}, got {self.long_text!r}")
+        if self.long_text == "chunk" and (preset.kind not in CHUNKING_KINDS or self.pooling == "spans"):
+            raise UserError(f"long_text 'chunk' reads windows of pooled encoder features: for "
+                            f"{', '.join(CHUNKING_KINDS)} (not pooling 'spans'), not method {preset.name}")
         if self.n_negatives < 1:
             raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
         if self.released_batch_prompt is not None and preset.kind != "released":
@@ -150,6 +187,13 @@ class ClassifierConfig:
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
         data["labels"] = list(self.labels)
+        # Left out at their defaults, so that adapters of built-in tasks stay byte-identical to earlier versions.
+        if self.task_spec is None:
+            del data["task_spec"]
+        if self.long_text == "truncate":
+            del data["long_text"]
+        if self.threshold is None:
+            del data["threshold"]
         data["format_version"] = FORMAT_VERSION
         for name in KIND_ONLY_FIELDS:
             if data[name] is None:
@@ -172,11 +216,36 @@ class ClassifierConfig:
         data["labels"] = tuple(data.get("labels", ()))
         try:
             config = cls(**data)
+            task = config_task(config)
             if config.labels:
-                check_labels(config.labels, get_task(config.task))
+                check_labels(config.labels, task)
         except UserError as error:
             raise UserError(f"{where}: {error}") from None
         return config
+
+
+def config_task(config: ClassifierConfig) -> TaskSpec:
+    """The task of an adapter's config: the one it carries (``task_spec``) when it has one, else the registered
+    task of that name. Every place that needs an adapter's task goes through here. A carried task that this
+    process has also registered, unchanged, is the registered one (which knows where its data is)."""
+    if config.task_spec is None:
+        return get_task(config.task)
+    registered = TASKS.get(config.task)
+    if registered is not None and task_to_json(registered) == config.task_spec:
+        return registered
+    task = task_from_json(config.task_spec, "adapter config")
+    if task.name != config.task:
+        raise UserError(f"adapter config: task_spec names task {task.name!r}, but task is {config.task!r}")
+    return task
+
+
+def task_identity(task: str | TaskSpec) -> dict[str, object]:
+    """The ``task`` and ``task_spec`` fields of a config for ``task`` (a name or a task): a built-in task is
+    named only; any other task (a user's file, one registered in this process) is also carried as JSON."""
+    if isinstance(task, str):
+        task = get_task(task)
+    builtin = BUILTIN_TASKS.get(task.name)
+    return {"task": task.name, "task_spec": None if builtin is task else task_to_json(task)}
 
 
 def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int = 0) -> None:
@@ -259,10 +328,12 @@ def read_adapter_config(directory: Path) -> ClassifierConfig:
 
 
 def read_weights(
-    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = (), name: str = WEIGHTS_NAME
+    directory: Path, expected: dict[str, torch.Tensor], free_shapes: Collection[str] = (),
+    optional: Collection[str] = (), name: str = WEIGHTS_NAME,
 ) -> dict[str, torch.Tensor]:
-    """Read ``name`` (``adapter_model.safetensors`` unless told) and check its names, the shapes of all but
-    ``free_shapes`` against ``expected``, and that every value is finite."""
+    """Read ``adapter_model.safetensors`` (or ``name``) and check its names, the shapes of all but
+    ``free_shapes`` against ``expected``, and that every value is finite. Names in ``optional`` may be absent
+    (training-only parameters, which older adapters hold and newer ones leave out)."""
     path = directory / name
     if not path.is_file():
         raise UserError(f"adapter file {path} is missing")
@@ -270,7 +341,7 @@ def read_weights(
         state = load_file(str(path))
     except (SafetensorError, OSError) as error:
         raise UserError(f"{path}: not a readable safetensors file ({error})") from None
-    missing = sorted(set(expected) - set(state))
+    missing = sorted(set(expected) - set(state) - set(optional))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
         raise UserError(f"{path}: parameters do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")

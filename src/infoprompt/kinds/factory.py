@@ -9,19 +9,23 @@ from typing import Any
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.kinds.config import ClassifierConfig, load_saved, read_adapter_config
+from infoprompt.kinds.config import ClassifierConfig, load_saved, read_adapter_config, task_identity
 from infoprompt.kinds.registry import kind_of
+from infoprompt.tasks import TaskSpec
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult
 
 # Fields a caller sets through make_classifier's own arguments, not through ``options``.
-_NAMED = {"task", "method", "backbone", "n_prompts", "init_seed"}
+_NAMED = {"task", "task_spec", "method", "backbone", "n_prompts", "init_seed"}
 
 
 def make_classifier(
-    backbone: Backbone, task: str, method: str = "infoprompt", n_prompts: int = 4, seed: int = 0, **options: object
+    backbone: Backbone, task: str | TaskSpec, method: str = "infoprompt", n_prompts: int = 4, seed: int = 0, **options: object
 ) -> Any:
     """A fresh model of ``method`` (any row of ``infoprompt methods``) for ``task`` on ``backbone``.
+
+    ``task`` is a task name or a task (:func:`~infoprompt.tasks.task_from_file`, :func:`~infoprompt.tasks.user_task`);
+    one that is not built in travels inside the adapter's config, so the saved adapter loads anywhere.
 
     ``options`` override :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``beta``, ``gamma``,
     ``n_negatives``, ``template``, ``max_length``, ...); ``seed`` fixes the initialisation.
@@ -30,7 +34,7 @@ def make_classifier(
     unknown = sorted(set(options) - known)
     if unknown:
         raise UserError(f"unknown classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    config = ClassifierConfig(task=task, method=method, backbone=backbone.name, n_prompts=n_prompts, init_seed=seed,
+    config = ClassifierConfig(**task_identity(task), method=method, backbone=backbone.name, n_prompts=n_prompts, init_seed=seed,
                               **options)
     return build_model(backbone, config)
 

@@ -43,11 +43,10 @@ def read_adapter_info(directory: Path) -> AdapterInfo:
     """The task, method, kind, labels and backbone of the adapter in ``directory``, read (and checked) by the
     library's own adapter-config reader without loading any model."""
     from infoprompt.kinds import kind_of
-    from infoprompt.kinds.config import read_adapter_config
-    from infoprompt.tasks import get_task
+    from infoprompt.kinds.config import config_task, read_adapter_config
 
     config = read_adapter_config(directory)
-    task = get_task(config.task)
+    task = config_task(config)  # a task the adapter carries (trained on the user's own file) needs no registration
     return AdapterInfo(task=task.name, method=config.method, kind=kind_of(config.method).name,
                        labels=tuple(config.labels or task.labels), fields=tuple(task.fields), backbone=config.backbone,
                        backbone_fingerprint=dict(config.backbone_fingerprint))

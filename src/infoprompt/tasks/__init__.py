@@ -27,6 +27,8 @@ from infoprompt.tasks.user_task import (
 )
 
 TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
+# The tasks this package ships, which adapters name without carrying them (TASKS also holds registered ones).
+BUILTIN_TASKS: dict[str, TaskSpec] = dict(TASKS)
 
 
 def register_task(task: TaskSpec) -> None:
@@ -42,6 +44,7 @@ def get_task(name: str) -> TaskSpec:
 
 
 __all__ = [
+    "BUILTIN_TASKS",
     "DATA_DIR_ENV",
     "Example",
     "FileColumns",

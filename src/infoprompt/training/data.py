@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from infoprompt.errors import UserError
-from infoprompt.tasks import Example
+from infoprompt.tasks import Example, is_multi_label, label_set
 from infoprompt.templates import CHARS_PER_TOKEN, CUT_POLICIES, Batch, EncodedPair, clip_characters, collate
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import Adapter
@@ -37,9 +38,13 @@ def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
     fields = [clipped_fields(model, example) for example in examples]
     pairs = model.template_encoder.encode_many(fields, [e.source for e in examples])
     if all(e.label is not None for e in examples):
-        labels = torch.tensor(
-            [model.config.labels.index(model.task.labels[model.task.label_index(e.label, e.source)]) for e in examples]
-        )
+        if is_multi_label(model.task):
+            labels = label_matrix(model.config.labels, examples)
+        else:
+            labels = torch.tensor(
+                [model.config.labels.index(model.task.labels[model.task.label_index(e.label, e.source)])
+                 for e in examples]
+            )
     else:
         labels = None
     return EncodedSet(pairs=pairs, labels=labels)
@@ -59,6 +64,26 @@ def clipped_fields(model: Adapter, example: Example) -> dict[str, str]:
                 "(shorten the input; when training, raise --max-length or drop --no-truncate)"
             )
     return fields
+
+
+def label_matrix(labels: Sequence[str], examples: Sequence[Example]) -> torch.Tensor:
+    """Multi-label targets: a float 0/1 matrix (examples x ``labels``); a label outside ``labels`` is an error."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = torch.zeros(len(examples), len(labels))
+    for row, example in enumerate(examples):
+        for label in label_set(example):
+            if label not in index:
+                raise UserError(f"{example.source or 'input'}: unknown label {label!r}; labels: {', '.join(labels)}")
+            matrix[row, index[label]] = 1.0
+    return matrix
+
+
+def report_truncation(count: int, total: int, what: str, max_length: int) -> None:
+    """One warning line on stderr when ``count`` of ``total`` inputs were cut to the token budget (nothing when
+    none was): text beyond ``max_length`` tokens is never read, and the user should know."""
+    if count:
+        print(f"infoprompt: warning: {count} of {total} {what} had more than max_length={max_length} tokens and "
+              f"were cut (raise --max-length, or read windows with --long-text chunk)", file=sys.stderr)
 
 
 def subset(encoded: EncodedSet, indices: list[int]) -> EncodedSet:

@@ -9,7 +9,7 @@ import torch
 
 from infoprompt.errors import UserError
 from infoprompt.metrics import compute_metrics
-from infoprompt.tasks import Example
+from infoprompt.tasks import Example, is_multi_label
 from infoprompt.training.contract import Adapter
 from infoprompt.training.data import (
     EncodedSet,
@@ -18,6 +18,7 @@ from infoprompt.training.data import (
     generator_inputs,
     length_sorted,
     prompted_batch,
+    report_truncation,
 )
 from infoprompt.training.runtime import autocast, map_chunks, model_device
 
@@ -31,14 +32,16 @@ def predict_encoded(
     accelerator: Accelerator | None = None, precision: str = "fp32",
 ) -> torch.Tensor:
     """Class probabilities (N, C) on the CPU, in input order (under ``accelerate launch``, when the run's
-    ``accelerator`` is given, each process predicts a share of the batches and every process gets all rows)."""
+    ``accelerator`` is given, each process predicts a share of the batches and every process gets all rows).
+    Multi-label: each label's own (sigmoid) probability, so rows need not sum to 1."""
     device = model_device(model)
     was_training = model.training
     model.eval()
+    multi = is_multi_label(model.task)
 
     def probabilities(chunk: list[int]) -> tuple[torch.Tensor]:
         logits, _, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
-        return (logits.float().softmax(-1),)
+        return (logits.float().sigmoid() if multi else logits.float().softmax(-1),)
 
     with autocast(device, precision):
         (result,) = map_chunks(accelerator, batches(length_sorted(encoded), batch_size), len(encoded),
@@ -58,10 +61,20 @@ def evaluate_encoded(
 
 
 def task_metrics(model: Adapter, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:
-    """The task's metrics (primary first) of the argmax predictions against label indices."""
+    """The task's metrics (primary first) of the argmax predictions against label indices (multi-label: of the
+    labels at or over the adapter's threshold against the 0/1 label matrix)."""
     task = model.task
+    if is_multi_label(task):
+        gold = [row.nonzero().flatten().tolist() for row in labels]
+        chosen = [row.nonzero().flatten().tolist() for row in probabilities >= threshold_of(model)]
+        return compute_metrics(task.metrics, gold, chosen, model.config.labels, None)  # type: ignore[arg-type]
     predicted = probabilities.argmax(-1).tolist()
     return compute_metrics(task.metrics, labels.tolist(), predicted, model.config.labels, task.positive_label)
+
+
+def threshold_of(model: Adapter) -> float:
+    """A multi-label adapter's decision threshold (0.5 before a fit has picked one)."""
+    return 0.5 if model.config.threshold is None else model.config.threshold
 
 
 def evaluate(
@@ -76,15 +89,22 @@ def predict(
     model: Adapter, inputs: Sequence[dict[str, str]], batch_size: int = 64, precision: str = "fp32",
     sources: Sequence[str] | None = None,
 ) -> list[dict[str, object]]:
-    """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields); ``sources``
-    name the inputs in error messages (default ``input N``)."""
+    """One ``{"label", "probabilities"}`` record per input (a dict of the task's text fields; multi-label:
+    ``{"labels", "probabilities"}``, the labels at or over the threshold); ``sources`` name the inputs in error
+    messages (default ``input N``)."""
     if not inputs:
         return []
     sources = sources or [f"input {i + 1}" for i in range(len(inputs))]
     encoded = encode_examples(model, [Example(fields=f, source=s) for f, s in zip(inputs, sources, strict=True)])
+    report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "inputs", model.config.max_length)
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
     labels = model.config.labels
-    return [
-        {"label": labels[int(row.argmax())], "probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
-        for row in probabilities
-    ]
+    records = []
+    for row in probabilities:
+        record: dict[str, object] = {"probabilities": {label: round(float(p), 6) for label, p in zip(labels, row, strict=True)}}
+        if is_multi_label(model.task):
+            record["labels"] = [label for label, p in zip(labels, row, strict=True) if p >= threshold_of(model)]
+        else:
+            record["label"] = labels[int(row.argmax())]
+        records.append(record)
+    return records

@@ -323,7 +323,8 @@ def warm_start_head(model: Adapter, encoded: EncodedSet, batch_size: int, seed: 
     """Fit the head by logistic regression on the adapter's current features of ``encoded``; returns the
     solver's iterations. The head then starts where the linear probe on this readout ends. Every process of
     a multi-process run fits the same head on all of ``encoded``."""
-    from infoprompt.logistic import fit_logistic_head  # scikit-learn is imported only when it is needed
+    # scikit-learn is imported only when it is needed
+    from infoprompt.logistic import fit_logistic_head, fit_one_vs_rest_head
 
     device = model_device(model)
     was_training = model.training
@@ -334,9 +335,12 @@ def warm_start_head(model: Adapter, encoded: EncodedSet, batch_size: int, seed: 
             _, z, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
             features[chunk] = z.float().cpu()
     model.train(was_training)
-    weight, bias, iterations = fit_logistic_head(
-        features.double().numpy(), encoded.labels.numpy(), len(model.config.labels), seed
-    )
+    if encoded.labels.dim() == 2:  # multi-label: one sigmoid per label
+        weight, bias, iterations = fit_one_vs_rest_head(features.double().numpy(), encoded.labels.numpy(), seed)
+    else:
+        weight, bias, iterations = fit_logistic_head(
+            features.double().numpy(), encoded.labels.numpy(), len(model.config.labels), seed
+        )
     model.head.weight.copy_(torch.as_tensor(weight, dtype=model.head.weight.dtype))
     model.head.bias.copy_(torch.as_tensor(bias, dtype=model.head.bias.dtype))
     return iterations

@@ -40,8 +40,17 @@ def holdout_split(labels: Sequence[int], fraction: float, seed: int) -> tuple[li
 
 @torch.no_grad()
 def holdout_scores(model: Adapter, encoded: EncodedSet, batch_size: int, precision: str) -> dict[str, float]:
-    """Cross-entropy and the task's metrics on held-out training examples (every process scores them all)."""
+    """Cross-entropy and the task's metrics on held-out training examples (every process scores them all).
+    Multi-label: binary cross-entropy, and the metrics at the decision threshold that suits these examples best
+    (``threshold`` in the result)."""
     probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
+    if encoded.labels.dim() == 2:
+        from infoprompt.logistic import pick_threshold
+
+        loss = float(torch.nn.functional.binary_cross_entropy(probabilities.clamp(1e-12, 1 - 1e-12), encoded.labels))
+        threshold = pick_threshold(probabilities.double().numpy(), encoded.labels.numpy())
+        model.config.threshold = threshold
+        return {"loss": loss, "threshold": threshold, **task_metrics(model, encoded.labels, probabilities)}
     loss = float(torch.nn.functional.nll_loss(probabilities.clamp_min(1e-12).log(), encoded.labels))
     return {"loss": loss, **task_metrics(model, encoded.labels, probabilities)}
 
@@ -54,7 +63,12 @@ def select_epochs(
     its initial parameters. Best held-out primary metric wins; ties go to the lower held-out loss, then to
     fewer epochs. The pass stops after ``config.patience`` epochs without a better score."""
     initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
-    fit, held = holdout_split(train_set.labels.tolist(), config.holdout_fraction, config.seed)
+    if train_set.labels.dim() == 2:  # multi-label: label sets are too many to stratify by; a seeded random slice
+        order = torch.randperm(len(train_set), generator=torch.Generator().manual_seed(config.seed)).tolist()
+        n_held = max(1, round(config.holdout_fraction * len(order)))
+        fit, held = sorted(order[n_held:]), sorted(order[:n_held])
+    else:
+        fit, held = holdout_split(train_set.labels.tolist(), config.holdout_fraction, config.seed)
     fit_set, held_set = subset(train_set, fit), subset(train_set, held)
     primary = model.task.primary_metric
     candidates: list[dict[str, float]] = []
@@ -71,6 +85,8 @@ def select_epochs(
 
     run_epochs(fit_set, config.epochs, "select", after_epoch=score)
     best = max(candidates, key=rank)
+    if "threshold" in best:
+        model.config.threshold = best["threshold"]  # multi-label: the threshold of the epoch count picked
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name in initial:

@@ -16,9 +16,11 @@ from infoprompt.io_utils import atomic_write_json, write_safetensors
 from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
+    TRAINING_STATE_NAME,
     WEIGHTS_NAME,
     ClassifierConfig,
     check_backbone,
+    config_task,
     count_spans,
     read_weights,
 )
@@ -27,9 +29,11 @@ from infoprompt.kinds.prompt.objectives import HeadMI, RepresentationMI, mi_cap,
 from infoprompt.kinds.prompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
 from infoprompt.kinds.readouts import mean_pool, read_out, readout_width
 from infoprompt.kinds.registry import get_method
-from infoprompt.tasks import get_task
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
+
+# Parameter names of the information critics, which only the training losses read.
+TRAINING_ONLY_PREFIXES = ("head_mi.", "rep_mi.")
 
 
 class PromptClassifier(nn.Module):
@@ -42,7 +46,7 @@ class PromptClassifier(nn.Module):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__()
-        self.task = get_task(config.task)
+        self.task = config_task(config)
         self.preset = get_method(config.method)
         if self.preset.kind != "prompt":
             raise UserError(f"method {self.preset.name} is not a prompt-kind method; build it with "
@@ -195,7 +199,10 @@ class PromptClassifier(nn.Module):
         generator: torch.Generator | None = None,
     ) -> LossTerms:
         logits, z, prompts = self(batch, pooled)
-        pred = nn.functional.cross_entropy(logits, labels)
+        if labels.dim() == 2:  # multi-label: a 0/1 matrix, one sigmoid per label
+            pred = nn.functional.binary_cross_entropy_with_logits(logits, labels)
+        else:
+            pred = nn.functional.cross_entropy(logits, labels)
         zero = pred.new_zeros(())
         rep, head, kl = zero, zero, zero
         caps: dict[str, float] = {}
@@ -237,18 +244,36 @@ class PromptClassifier(nn.Module):
         total = sum(p.numel() for p in self.parameters())
         return {"trainable": trainable, "frozen": total - trainable, "total": total}
 
-    def save_pretrained(self, directory: str | Path) -> None:
-        """Write the trained parameters (safetensors) and the config (JSON), each atomically."""
+    def training_only_names(self) -> set[str]:
+        """Trained parameters that prediction never reads: the two information critics."""
+        return {name for name in self.trainable_state() if name.startswith(TRAINING_ONLY_PREFIXES)}
+
+    def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None:
+        """Write what prediction needs (safetensors) and the config (JSON), each atomically; the critics only
+        with ``keep_training_state``, in ``training_state.safetensors`` beside the adapter."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        write_safetensors(directory / WEIGHTS_NAME, self.trainable_state(), FORMAT_VERSION)
+        state = self.trainable_state()
+        training_only = self.training_only_names()
+        write_safetensors(directory / WEIGHTS_NAME, {n: t for n, t in state.items() if n not in training_only},
+                          FORMAT_VERSION)
+        if keep_training_state and training_only:
+            write_safetensors(directory / TRAINING_STATE_NAME, {n: state[n] for n in sorted(training_only)},
+                              FORMAT_VERSION)
         atomic_write_json(directory / CONFIG_NAME, self.config.to_json())
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:
-        """Build the adapter of ``config`` on ``backbone`` and read its trained parameters from ``directory``."""
+        """Build the adapter of ``config`` on ``backbone`` and read its trained parameters from ``directory``:
+        a slim adapter, or one written before the critics were left out (which holds them); the critics of a
+        ``training_state.safetensors`` beside it are read too."""
         model = cls(backbone, config)
-        model.load_state_dict(read_weights(directory, model.trainable_state()), strict=False)
+        expected = model.trainable_state()
+        training_only = model.training_only_names()
+        model.load_state_dict(read_weights(directory, expected, optional=training_only), strict=False)
+        if training_only and (directory / TRAINING_STATE_NAME).is_file():
+            critics = {name: expected[name] for name in training_only}
+            model.load_state_dict(read_weights(directory, critics, name=TRAINING_STATE_NAME), strict=False)
         return model
 
 
