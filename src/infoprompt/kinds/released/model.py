@@ -11,14 +11,14 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.kinds.common import write_adapter
-from infoprompt.kinds.config import ClassifierConfig, check_backbone, read_weights
+from infoprompt.kinds.config import ClassifierConfig, check_backbone, config_task, read_weights
 from infoprompt.kinds.prompt.objectives import mi_cap, standard_normal
 from infoprompt.kinds.prompt.prompts import insert_prompts
 from infoprompt.kinds.readouts import read_out
 from infoprompt.kinds.registry import get_method
 from infoprompt.kinds.released.methods import KIND_NAME, ReleasedMethod
 from infoprompt.kinds.released.objectives import NEGATIVES_PER_ROW, bottleneck_term, head_term, mean_kl
-from infoprompt.tasks import TaskSpec, get_task
+from infoprompt.tasks import TaskSpec
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
 
@@ -108,7 +108,7 @@ class ReleasedClassifier(nn.Module):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__()
-        self.task = get_task(config.task)
+        self.task = config_task(config)
         self.preset = get_method(config.method)
         if self.preset.kind != KIND_NAME:
             raise UserError(f"method {self.preset.name} is not a released-kind method; build it with "
