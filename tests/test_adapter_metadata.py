@@ -45,10 +45,18 @@ def test_an_adapter_under_the_legacy_name_loads_and_predicts_the_same(bert_backb
     assert torch.equal(predict_encoded(loaded, encode_examples(loaded, toy_examples)), expected)
 
 
-@pytest.mark.parametrize("kind", sorted(path.name for path in FIXTURES.iterdir() if path.is_dir()))
+# Written before the metadata was renamed: tests/test_adapter_fixtures.py loads them, so the legacy reader stays
+# covered; adapters of kinds added since (setfit-lora) are written under the new name.
+LEGACY_FIXTURES = ("prompt", "peft", "linear-probe", "setfit", "released")
+
+
+@pytest.mark.parametrize("kind", LEGACY_FIXTURES)
 def test_the_committed_adapters_are_legacy_named(kind):
-    # tests/test_adapter_fixtures.py loads them, so that the legacy reader stays covered.
     assert adapter_config_file(FIXTURES / kind) == FIXTURES / kind / LEGACY_ADAPTER_CONFIG_NAME
+
+
+def test_a_fixture_written_after_the_rename_has_the_new_name():
+    assert adapter_config_file(FIXTURES / "setfit-lora") == FIXTURES / "setfit-lora" / CONFIG_NAME
 
 
 def test_a_peft_config_under_the_legacy_name_is_not_taken_for_ours(tmp_path):

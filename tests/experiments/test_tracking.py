@@ -12,6 +12,7 @@ import pytest
 from infoprompt import pipeline
 from infoprompt.cli import main
 from infoprompt.errors import UserError
+from infoprompt.kinds.config import CONFIG_NAME
 from infoprompt.tracking import LOG_NAME, METRICS_NAME, TrackedRunner, make_tracker, resolve_tracking_uri
 
 
@@ -73,7 +74,7 @@ def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir,
     assert periodic and evaluated == [e["step"] for e in periodic]
     # The adapter, as an artifact that loads and predicts as the saved one does.
     names = {Path(a.path).name for a in client.list_artifacts(run_id, "adapter")}
-    assert {"adapter_model.safetensors", "adapter_config.json", METRICS_NAME, LOG_NAME} <= names
+    assert {"adapter_model.safetensors", CONFIG_NAME, METRICS_NAME, LOG_NAME} <= names
     downloaded = Path(client.download_artifacts(run_id, "adapter", str(tmp_path / "download")))
     assert (downloaded / "adapter_model.safetensors").read_bytes() == (out / "adapter_model.safetensors").read_bytes()
     assert load_adapter(downloaded).config.to_json() == load_adapter(out).config.to_json()

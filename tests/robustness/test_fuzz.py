@@ -29,7 +29,7 @@ from infoprompt.experiments.grid import cells_from_config, load_cells
 from infoprompt.experiments.store import CLAIM_GRACE_S, claim_path, write_record
 from infoprompt.experiments.sweep import BackboneCache, run_sweep
 from infoprompt.inputs import read_inputs
-from infoprompt.io_utils import RUN_MARKERS, staged_directory
+from infoprompt.io_utils import RUN_MARKERS, adapter_config_file, staged_directory
 from infoprompt.kinds.config import CONFIG_NAME, ClassifierConfig
 from infoprompt.tasks import get_task, load_split
 
@@ -494,7 +494,7 @@ def test_an_adapter_evaluates_only_on_the_backbone_its_fingerprint_names(scratch
     root = scratch()
     adapter = root / "adapter"
     shutil.copytree(tiny_run, adapter)
-    path = adapter / "adapter_config.json"
+    path = adapter_config_file(adapter)
     config = json.loads(path.read_text())
     original = config["backbone_fingerprint"]
     if whole == "drop":

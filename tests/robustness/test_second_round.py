@@ -20,7 +20,7 @@ from robust_helpers import run_cli
 
 import infoprompt.io_utils as io_utils
 from infoprompt.errors import UserError
-from infoprompt.io_utils import decode_lines
+from infoprompt.io_utils import adapter_config_file, decode_lines
 
 ROWS = b'{"sentence": "great movie"}\n{"sentence": "bad film"}\n{"sentence": "boring story"}\n'
 
@@ -235,9 +235,9 @@ def evil_adapter(tiny_run, tmp_path, make_backbone):
     make_backbone(backbone)
     adapter = tmp_path / "adapter"
     shutil.copytree(tiny_run, adapter)
-    config = json.loads((adapter / "adapter_config.json").read_text())
+    config = json.loads(adapter_config_file(adapter).read_text())
     config["backbone"] = str(backbone)
-    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    adapter_config_file(adapter).write_text(json.dumps(config))
     return adapter, backbone
 
 
@@ -366,12 +366,12 @@ def test_a_report_that_fails_half_way_leaves_the_old_one_whole(tmp_path, monkeyp
 def test_an_adapter_without_a_backbone_fingerprint_is_refused(tiny_run, tmp_path, sst2_dir, fingerprint):
     adapter = tmp_path / "adapter"
     shutil.copytree(tiny_run, adapter)
-    config = json.loads((adapter / "adapter_config.json").read_text())
+    config = json.loads(adapter_config_file(adapter).read_text())
     if fingerprint is None:
         del config["backbone_fingerprint"]
     else:
         config["backbone_fingerprint"] = fingerprint
-    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    adapter_config_file(adapter).write_text(json.dumps(config))
     result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
     assert result.one_line_error and "backbone_fingerprint" in result.err and "retrain" in result.err
 
@@ -390,7 +390,7 @@ def test_the_committed_adapter_fixtures_have_fingerprints():
 def test_deeply_nested_json_is_one_line(tiny_run, tmp_path, sst2_dir):
     adapter = tmp_path / "adapter"
     shutil.copytree(tiny_run, adapter)
-    (adapter / "adapter_config.json").write_text("[" * 200_000)
+    adapter_config_file(adapter).write_text("[" * 200_000)
     result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
     assert result.one_line_error and "nested too deeply" in result.err
     results = stored_results(tmp_path / "results")
@@ -405,9 +405,9 @@ def peft_adapter(tmp_path, tiny_bert):
 
     adapter = tmp_path / "peft-adapter"
     shutil.copytree(Path(__file__).parents[1] / "fixtures" / "adapters" / "peft", adapter)
-    config = json.loads((adapter / "adapter_config.json").read_text())
+    config = json.loads(adapter_config_file(adapter).read_text())
     config["backbone"] = str(tiny_bert)
-    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    adapter_config_file(adapter).write_text(json.dumps(config))
     return adapter
 
 
@@ -556,8 +556,8 @@ def test_setfit_settings_of_the_wrong_type_are_one_line(tmp_path, sst2_dir, tiny
     pytest.importorskip("setfit")
     adapter = tmp_path / "setfit-adapter"
     shutil.copytree(Path(__file__).parents[1] / "fixtures" / "adapters" / "setfit", adapter)
-    config = json.loads((adapter / "adapter_config.json").read_text())
-    (adapter / "adapter_config.json").write_text(json.dumps({**config, "backbone": str(tiny_bert)}))
+    config = json.loads(adapter_config_file(adapter).read_text())
+    adapter_config_file(adapter).write_text(json.dumps({**config, "backbone": str(tiny_bert)}))
     assert run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet").code == 0
     saved = json.loads((adapter / "setfit_config.json").read_text())
     saved["settings"]["head_c"] = "strong"

@@ -307,20 +307,12 @@ class SetFitClassifier(BaselineModel):
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitClassifier:
         require_setfit()
-        settings_path = directory / SETTINGS_NAME
-        if not settings_path.is_file():
-            raise UserError(f"adapter file {settings_path} is missing")
-        saved = read_json_object(settings_path)
-        try:
-            settings = SetFitSettings(**saved["settings"])
-        except (KeyError, TypeError) as error:
-            raise UserError(f"{settings_path}: malformed settings ({error})") from None
-        check_field_types(settings, str(settings_path))
+        settings, fitted = read_settings(directory / SETTINGS_NAME, SetFitSettings)
         model = cls(backbone, config, settings)
         body, head, arrays = read_saved_parts(model, directory)
         model.body[0].auto_model.load_state_dict(body)
         model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})
-        if saved.get("fitted"):
+        if fitted:
             model.restore_head(arrays)
         return model.eval()
 
@@ -333,6 +325,19 @@ class SetFitClassifier(BaselineModel):
         classifier.classes_ = classes.numpy()
         classifier.n_features_in_ = classifier.coef_.shape[1]
         self.fitted = True
+
+
+def read_settings(path: Path, settings_type: type[SetFitSettings]) -> tuple[SetFitSettings, bool]:
+    """The checked settings saved at ``path`` and whether the head had been fitted."""
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing")
+    saved = read_json_object(path)
+    try:
+        settings = settings_type(**saved["settings"])
+    except (KeyError, TypeError) as error:
+        raise UserError(f"{path}: malformed settings ({error})") from None
+    check_field_types(settings, str(path))
+    return settings, bool(saved.get("fitted"))
 
 
 def read_saved_parts(model: SetFitClassifier, directory: Path) -> tuple[dict[str, torch.Tensor], ...]:

@@ -17,7 +17,7 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, read_json_object, write_safetensors
+from infoprompt.io_utils import atomic_write_json, write_safetensors
 from infoprompt.kinds.common import write_adapter
 from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
 from infoprompt.kinds.registry import Kind, Method
@@ -28,9 +28,9 @@ from infoprompt.kinds.setfit import (
     SetFitSettings,
     build_body,
     fit_setfit,
+    read_settings,
     require_setfit,
 )
-from infoprompt.validation import check_field_types
 
 SETTINGS_NAME = "setfit_lora_config.json"
 PEFT_DIR = "peft"  # the LoRA weights in peft's own layout
@@ -154,15 +154,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         from peft import set_peft_model_state_dict
 
         require_setfit()
-        settings_path = directory / SETTINGS_NAME
-        if not settings_path.is_file():
-            raise UserError(f"adapter file {settings_path} is missing")
-        saved = read_json_object(settings_path)
-        try:
-            settings = SetFitLoraSettings(**saved["settings"])
-        except (KeyError, TypeError) as error:
-            raise UserError(f"{settings_path}: malformed settings ({error})") from None
-        check_field_types(settings, str(settings_path))
+        settings, fitted = read_settings(directory / SETTINGS_NAME, SetFitLoraSettings)
         model = cls(backbone, config, settings)
         if not (directory / PEFT_DIR).is_dir():
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
@@ -170,7 +162,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         set_peft_model_state_dict(model.lora_model, lora)
         head = read_weights(directory, model.saved_state())
         model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})
-        if saved.get("fitted"):
+        if fitted:
             model.restore_head(read_weights(directory, model.head_arrays(), free_shapes=HEAD_ATTRIBUTES, name=HEAD_FILE))
         return model.eval()
 
