@@ -49,6 +49,19 @@ def plain_template(task: TaskSpec) -> str:
     return " ".join(parts)
 
 
+class TrainedParameters:
+    """For an ``nn.Module`` whose trained parameters are exactly those with ``requires_grad`` (the prompt kinds):
+    their state, and the trainable / frozen / total counts."""
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
+
+    def parameter_counts(self) -> dict[str, int]:
+        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in self.parameters())
+        return {"trainable": trainable, "frozen": total - trainable, "total": total}
+
+
 class BaselineModel(nn.Module):
     """Base of the baselines; it offers the interface :mod:`infoprompt.training` and the pipeline use.
 

@@ -39,9 +39,6 @@ from infoprompt.validation import check_finite
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from infoprompt.kinds.prompt.model import Adapter
-    from infoprompt.training.contract import LossTerms
-
 # An information term counts as saturated once its bound reaches this share of its cap log(K+1).
 SATURATION = 0.95
 LOSS_NAMES = ("total", "pred", "rep", "head", "kl")

@@ -13,6 +13,7 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, write_safetensors
+from infoprompt.kinds.common import TrainedParameters
 from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
@@ -36,7 +37,7 @@ from infoprompt.training.contract import LossTerms
 TRAINING_ONLY_PREFIXES = ("head_mi.", "rep_mi.")
 
 
-class PromptClassifier(nn.Module):
+class PromptClassifier(TrainedParameters, nn.Module):
     """One classifier for every method in :mod:`infoprompt.kinds.registry`.
 
     The backbone stays frozen (unless the method fine-tunes it); the trainable parts are the prompt source,
@@ -236,14 +237,6 @@ class PromptClassifier(nn.Module):
         return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl, caps=caps)
 
     # -- parameters ---------------------------------------------------------------------------------------
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
-
-    def parameter_counts(self) -> dict[str, int]:
-        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in self.parameters())
-        return {"trainable": trainable, "frozen": total - trainable, "total": total}
-
     def training_only_names(self) -> set[str]:
         """Trained parameters that prediction never reads: the two information critics."""
         return {name for name in self.trainable_state() if name.startswith(TRAINING_ONLY_PREFIXES)}

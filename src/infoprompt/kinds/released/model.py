@@ -10,7 +10,7 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.kinds.common import write_adapter
+from infoprompt.kinds.common import TrainedParameters, write_adapter
 from infoprompt.kinds.config import ClassifierConfig, check_backbone, config_task, read_weights
 from infoprompt.kinds.prompt.objectives import mi_cap, standard_normal
 from infoprompt.kinds.prompt.prompts import insert_prompts
@@ -94,7 +94,7 @@ class VariationalHead(nn.Module):
         return self.output(latent) @ self.label_rows.T
 
 
-class ReleasedClassifier(nn.Module):
+class ReleasedClassifier(TrainedParameters, nn.Module):
     """A frozen backbone with the released code's prompt generator and variational head.
 
     Every ``<p>`` place of the template holds the ``n_p`` generated prompts (the released layout has four
@@ -211,14 +211,6 @@ class ReleasedClassifier(nn.Module):
         return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl, caps=caps)
 
     # -- parameters ---------------------------------------------------------------------------------------
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
-
-    def parameter_counts(self) -> dict[str, int]:
-        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in self.parameters())
-        return {"trainable": trainable, "frozen": total - trainable, "total": total}
-
     def save_pretrained(self, directory: str | Path) -> None:
         write_adapter(Path(directory), self.trainable_state(), self.config)
 
