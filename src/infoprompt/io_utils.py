@@ -43,6 +43,17 @@ STREAM_ROOTS = ("/dev/", "/proc/", "/sys/")
 SHARED_MEMORY = "/dev/shm/"  # a tmpfs of ordinary files: written like any other directory
 
 
+def scratch_directory(target: Path, failure: str) -> Path:
+    """A new, empty ``.<name>.<pid>.<random>.partial`` directory beside ``target``, to be renamed over it once
+    complete; a directory that cannot be made is ``failure`` plus the target and the reason, in one line."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(target.name)}{os.getpid()}.", suffix=".partial",
+                                     dir=target.parent))
+    except OSError as error:
+        raise UserError(f"{failure} {target}: {error.strerror}") from None
+
+
 def scratch_prefix(name: str) -> str:
     """``.<name>.`` with ``name`` cut to :data:`SCRATCH_NAME_BYTES` bytes (whole characters only)."""
     short = name.encode("utf-8", "surrogateescape")[:SCRATCH_NAME_BYTES].decode("utf-8", "ignore")
@@ -316,12 +327,7 @@ def staged_directory(final: str | os.PathLike[str], overwrite: bool = False) -> 
     ``overwrite`` its result is discarded with an error, with it only a run directory is replaced.
     """
     final_path = check_run_target(final, overwrite)
-    try:
-        final_path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(final_path.name)}{os.getpid()}.", suffix=".partial",
-                                        dir=final_path.parent))
-    except OSError as error:
-        raise UserError(f"cannot create the run directory {final_path}: {error.strerror}") from None
+    staging = scratch_directory(final_path, "cannot create the run directory")
     try:
         yield staging
         if not staging.is_dir():

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import statistics
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from infoprompt.errors import UserError
 from infoprompt.experiments.diagnostics import information_markdown, selection_markdown
 from infoprompt.experiments.paired import Paired, SampleSummary, paired_comparisons, paired_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
-from infoprompt.io_utils import check_name_lengths, replace_directory, scratch_prefix
+from infoprompt.io_utils import check_name_lengths, replace_directory, scratch_directory
 from infoprompt.kinds.registry import table_label, table_order
 from infoprompt.tasks import TASKS
 
@@ -371,12 +370,7 @@ def write_report_directory(out: Path, files: dict[str, str]) -> None:
     leaves the earlier report as it was (and no scratch), never half of each. Files of the earlier report
     directory that are not this module's outputs (notes, figures) move to the new one."""
     check_report_target(out)  # another report may have been put there meanwhile
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(out.name)}{os.getpid()}.", suffix=".partial",
-                                        dir=out.parent))
-    except OSError as error:
-        raise UserError(f"cannot write the report {out}: {error.strerror}") from None
+    staging = scratch_directory(out, "cannot write the report")
     try:
         for name, text in files.items():
             with open(staging / name, "w", encoding="utf-8") as handle:
