@@ -56,9 +56,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 def add_training_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
     group.add_argument("--epochs", type=POSITIVE, default=30, help="passes over the training set (at least 1)")
-    group.add_argument("--batch-size", type=POSITIVE, default=8)
+    group.add_argument("--batch-size", type=POSITIVE, default=8, help="training examples per step (default 8)")
     group.add_argument("--lr", type=POSITIVE_FLOAT, help="learning rate (default: the method's, 1e-3 for prompts)")
-    group.add_argument("--weight-decay", type=NON_NEGATIVE, default=0.01)
+    group.add_argument("--weight-decay", type=NON_NEGATIVE, default=0.01, help="AdamW weight decay (default 0.01)")
     group.add_argument("--max-steps", type=POSITIVE, help="stop after this many steps")
     group.add_argument("--eval-every", type=COUNT, default=0, help="periodic evaluation every N steps")
     group.add_argument("--eval-every-epochs", type=COUNT, default=5, help="periodic evaluation every N epochs (0: none)")
@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
     evaluate.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
-    evaluate.add_argument("--batch-size", type=POSITIVE, default=64)
+    evaluate.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     evaluate.add_argument("--output", help="also write the metrics JSON here")
     add_file_options(evaluate, training=False)
     add_device_options(evaluate)
@@ -318,10 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
-    predict.add_argument("--batch-size", type=POSITIVE, default=64)
+    predict.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     predict.add_argument("--encoding", default="utf-8",
                          help="text encoding of the input (default utf-8; a byte-order mark is skipped)")
-    predict.add_argument("--cache-dir")
+    predict.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
     predict.add_argument("--quiet", action="store_true", help="no progress bars or notices")
     add_device_options(predict)
     predict.set_defaults(handler=cmd_predict)

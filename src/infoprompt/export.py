@@ -209,6 +209,6 @@ def add_export_command(commands: Any) -> None:
     export.add_argument("--onnx", action="store_true", help="write model.onnx (needs the onnx extra)")
     export.add_argument("--adapter", required=True, help="a run directory of a linear-probe or setfit adapter")
     export.add_argument("--out", required=True, help="a new directory for model.onnx, the tokenizer and labels.json")
-    export.add_argument("--cache-dir")
+    export.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
     export.add_argument("--quiet", action="store_true", help="no progress bars or notices")
     export.set_defaults(handler=cmd_export)
