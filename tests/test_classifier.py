@@ -22,6 +22,7 @@ METHODS = {
     "warp": {"epochs": 1},
     "peft-prompt-tuning": {"epochs": 1},
     "setfit": {"max_steps": 2},
+    "infoprompt-contrastive": {"epochs": 2},
 }
 
 

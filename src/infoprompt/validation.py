@@ -146,6 +146,8 @@ def validate_classifier_config(config: Any) -> None:
         if getattr(config, name) is not None:
             finite_number(getattr(config, name), name)
     finite_number(config.kl_weight, "kl_weight")
+    if config.temperature is not None:
+        finite_number(config.temperature, "temperature", positive=True)
     nonnegative_int(config.n_prompts, "n_prompts")
     positive_int(config.n_negatives, "n_negatives")
     positive_int(config.rank, "rank")

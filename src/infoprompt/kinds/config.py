@@ -23,7 +23,7 @@ from infoprompt.io_utils import (
 )
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
-from infoprompt.options import NON_NEGATIVE, POSITIVE, cli
+from infoprompt.options import NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, cli
 from infoprompt.tasks import (
     BUILTIN_TASKS,
     TASKS,
@@ -42,7 +42,7 @@ MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
-KIND_ONLY_FIELDS = ("released_batch_prompt",)
+KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature")
   # read under the legacy name too: see read_adapter_config
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
@@ -92,6 +92,8 @@ class ClassifierConfig:
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
         released_batch_prompt: the ``released`` kind only: insert the first example's generated prompt in
             every row of a batch (the released code's behaviour); ``None`` takes the method's.
+        temperature: the ``contrastive`` kind only: temperature τ of its label-aware InfoNCE over cosine
+            similarities; ``None`` takes the method's.
         long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
             reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
             in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
@@ -136,6 +138,9 @@ class ClassifierConfig:
     released_batch_prompt: bool | None = field(default=None, metadata=cli(
         "infoprompt-released only: every row of a batch gets the first example's generated prompt, as the authors' "
         "released code does (default: the method's; off for infoprompt-released)", switch="flag"))
+    temperature: float | None = field(default=None, metadata=cli(
+        "infoprompt-contrastive only: temperature of the label-aware InfoNCE (default: the method's, 0.1)",
+        type=POSITIVE_FLOAT))
     long_text: str = field(default="truncate", metadata=cli(
         "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
         "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
@@ -178,6 +183,10 @@ class ClassifierConfig:
             raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
         if self.released_batch_prompt is not None and preset.kind != "released":
             raise UserError(f"released_batch_prompt is an option of the infoprompt-released methods, not of {preset.name}")
+        if preset.kind == "contrastive":
+            values["temperature"] = preset.temperature if self.temperature is None else self.temperature
+        elif self.temperature is not None:
+            raise UserError(f"temperature is an option of the infoprompt-contrastive methods, not of {preset.name}")
         check_labels(values["labels"], task)
         return ClassifierConfig(**values)
 

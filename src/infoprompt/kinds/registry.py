@@ -64,6 +64,8 @@ class Method:
         warm_start: fit the head by logistic regression on the initial features before training.
         select: ``"none"`` (train all epochs) or ``"holdout"`` (pick the epoch count on a held-out slice of the
             few-shot draw, then refit); see :class:`~infoprompt.training.TrainConfig`.
+        refit_head: the head is fitted by logistic regression on the adapter's current features before the first
+            epoch and after every epoch (for objectives that train the features, not the head).
         table_order: position in report tables (lower first; ``None``: after the ordered rows, by name).
         table_label: the row label in report tables (default: the name).
         baselines: the methods ``report`` pairs this one with when no ``--compare`` is given.
@@ -84,6 +86,7 @@ class Method:
     mi_negatives: str = "paper"
     warm_start: bool = False
     select: str = "none"
+    refit_head: bool = False
     table_order: int | None = None
     table_label: str = ""
     baselines: tuple[str, ...] = ()

@@ -206,9 +206,9 @@ class Run:
         if accelerator.num_processes > 1:
             # Every process must draw the same batch order; the sampling noise (negatives, z) differs per process.
             generator = torch.Generator().manual_seed(config.seed + 7919 * (accelerator.process_index + 1))
-        if self.warm_start:
-            iterations = warm_start_head(model, data, config.eval_batch_size, config.seed, self.precision)
-            self.log.write({"type": "warm_start", "phase": phase, "n": len(data), "iterations": iterations})
+        refit_head = model.preset.refit_head
+        if self.warm_start or refit_head:
+            self.fit_head(data, phase, epoch=0)
         optimizer = accelerator.prepare(torch.optim.AdamW(self.parameters, lr=self.lr, weight_decay=config.weight_decay))
         total_steps = ((len(data) + config.batch_size - 1) // config.batch_size) * epochs
         if config.max_steps is not None:
@@ -249,12 +249,20 @@ class Run:
                 if self.periodic_set is not None and config.eval_every and step % config.eval_every == 0:
                     self.periodic_eval(step, epoch + 1)
             saturation.end_epoch()
+            if refit_head:
+                self.fit_head(data, phase, epoch + 1)
             if self.periodic_set is not None and not config.eval_every and (epoch + 1) % config.eval_every_epochs == 0:
                 self.periodic_eval(step, epoch + 1)
             if after_epoch is not None:
                 stop = after_epoch(epoch + 1)
         bar.close()
         return step, last, saturation
+
+    def fit_head(self, data: EncodedSet, phase: str, epoch: int) -> None:
+        """Fit the head by logistic regression on the model's current features of ``data`` (and log it)."""
+        iterations = warm_start_head(self.model, data, self.config.eval_batch_size, self.config.seed, self.precision)
+        record = {"type": "warm_start", "phase": phase, "n": len(data), "iterations": iterations}
+        self.log.write(record if epoch == 0 else {**record, "type": "head_refit", "epoch": epoch})
 
     def finish(self) -> None:
         """Close the log and leave the model in eval mode; under DDP drop the wrapper, and its gradient hooks on

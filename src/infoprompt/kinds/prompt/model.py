@@ -45,12 +45,14 @@ class PromptClassifier(TrainedParameters, nn.Module):
     no-prompt pass whose outputs (``P'``, ``Z'``) are deterministic and can be cached.
     """
 
+    KIND_NAME = "prompt"  # the kind whose method rows this class builds (a subclass's kind names its own)
+
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
         super().__init__()
         self.task = config_task(config)
         self.preset = get_method(config.method)
-        if self.preset.kind != "prompt":
-            raise UserError(f"method {self.preset.name} is not a prompt-kind method; build it with "
+        if self.preset.kind != self.KIND_NAME:
+            raise UserError(f"method {self.preset.name} is not a {self.KIND_NAME}-kind method; build it with "
                             "infoprompt.make_classifier")
         config = config.resolved(self.task, self.preset)
         check_backbone(config, backbone)
@@ -204,6 +206,13 @@ class PromptClassifier(TrainedParameters, nn.Module):
             pred = nn.functional.binary_cross_entropy_with_logits(logits, labels)
         else:
             pred = nn.functional.cross_entropy(logits, labels)
+        return self.with_information_terms(pred, batch, logits, z, prompts, z_plain, len(labels), generator)
+
+    def with_information_terms(
+        self, pred: torch.Tensor, batch: Batch, logits: torch.Tensor, z: torch.Tensor, prompts: torch.Tensor | None,
+        z_plain: torch.Tensor | None, batch_size: int, generator: torch.Generator | None,
+    ) -> LossTerms:
+        """``pred`` + β · representation term + γ · head term + kl_weight · KL, each term as configured."""
         zero = pred.new_zeros(())
         rep, head, kl = zero, zero, zero
         caps: dict[str, float] = {}
@@ -215,7 +224,7 @@ class PromptClassifier(TrainedParameters, nn.Module):
             if self.head_mi is not None:
                 if in_batch:
                     head = self.head_mi.in_batch(prompt_mean, logits, self.head.weight).mean()
-                    caps["head"] = mi_cap(len(labels) - 1)
+                    caps["head"] = mi_cap(batch_size - 1)
                 else:
                     negatives = sample_context_negatives(
                         self.backbone.input_embeddings, batch.input_ids, batch.context_positions, batch.context_mask,
@@ -226,7 +235,7 @@ class PromptClassifier(TrainedParameters, nn.Module):
             if self.rep_mi is not None:
                 if in_batch:
                     rep_terms, kl_terms = self.rep_mi.in_batch(prompt_mean, z, generator)
-                    caps["rep"] = mi_cap(len(labels) - 1)
+                    caps["rep"] = mi_cap(batch_size - 1)
                 else:
                     if z_plain is None:
                         raise ValueError("the representation loss needs the no-prompt states Z'")
