@@ -128,6 +128,11 @@ def infer_rate(variant: Variant, eval_encoded) -> float:
     return len(eval_encoded) / (time.perf_counter() - t0)
 
 
+def setfit_schedule(settings, n_train: int) -> int:
+    """Body steps of a whole SetFit run: epochs · ⌈2 · num_iterations · n_train pairs / pairs per step⌉."""
+    return settings.epochs * math.ceil(2 * settings.num_iterations * n_train / settings.batch_size)
+
+
 def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int) -> dict[str, float]:
     from infoprompt.kinds import kind_of
     from infoprompt.pipeline import RunSpec, build_classifier
@@ -145,16 +150,15 @@ def whole_run(variant: Variant, args, backbone, sample, eval_examples, seed: int
     t0 = time.perf_counter()
     result = kind_of(variant.method).trainer()(model, sample, eval_examples, config)
     total = time.perf_counter() - t0
-    train_s = result["timings"]["train_s"]
+    train_s = result.timings["train_s"]
     if scheduled:
-        settings = model.settings
-        schedule = settings.epochs * math.ceil(2 * settings.num_iterations * len(sample) / settings.batch_size)
-        full = total - train_s + train_s * schedule / max(result["steps"], 1)
+        schedule = setfit_schedule(model.settings, len(sample))
+        full = total - train_s + train_s * schedule / max(result.steps, 1)
     else:
         full = total if unscaled else total - train_s + train_s * args.full_epochs / args.run_epochs
-    return {"measured_s": total, "train_s": train_s, "steps": result["steps"], "extrapolated_s": full,
-            "final_eval_s": result["timings"]["final_eval_s"], "n_eval": len(eval_examples),
-            "metric": next(iter(result["metrics"].values()))}
+    return {"measured_s": total, "train_s": train_s, "steps": result.steps, "extrapolated_s": full,
+            "final_eval_s": result.timings["final_eval_s"], "n_eval": len(eval_examples),
+            "metric": next(iter(result.metrics.values()))}
 
 
 def ratio(value: float | None, reference: float | None) -> str:

@@ -19,7 +19,7 @@ from infoprompt.errors import UserError  # noqa: E402
 from infoprompt.kinds import kind_of, load_adapter  # noqa: E402
 from infoprompt.kinds.common import plain_template  # noqa: E402
 from infoprompt.kinds.config import ClassifierConfig  # noqa: E402
-from infoprompt.kinds.setfit import SetFitClassifier, SetFitSettings, render_text  # noqa: E402
+from infoprompt.kinds.setfit import SetFitClassifier, SetFitSettings, fit_setfit, render_text  # noqa: E402
 from infoprompt.pipeline import RunSpec, build_classifier, read_split, run_training  # noqa: E402
 from infoprompt.tasks import get_task  # noqa: E402
 from infoprompt.templates import Template  # noqa: E402
@@ -105,6 +105,28 @@ def test_lr_and_max_steps_override_setfit_settings(toy_task, tiny_bert_dir):
     record = run_training(spec_for(toy_task, tiny_bert_dir, max_steps=3, lr=1e-4), backbone=backbone)
     assert record["steps"] == 3 and record["lr"] == 1e-4
 
+
+
+def test_callbacks_see_every_body_step(toy_task, tiny_bert_dir):
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        def __init__(self):
+            self.begun, self.ended = 0, 0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.begun += 1
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ended += 1
+
+    spec = spec_for(toy_task, tiny_bert_dir, max_steps=2)
+    model = build_classifier(spec, load_backbone(str(tiny_bert_dir)))
+    task, data_dir = toy_task
+    counter = Steps()
+    result = fit_setfit(model, read_split(get_task(task), "train", str(data_dir), "files")[:8], None, spec.training,
+                        callbacks=[counter])
+    assert result.steps == 2 and (counter.begun, counter.ended) == (2, 2)
 
 def test_record_schema_matches_the_other_kinds(toy_task, tiny_bert_dir):
     backbone = load_backbone(str(tiny_bert_dir))

@@ -380,9 +380,11 @@ def quiet_libraries(progress: bool) -> Iterator[None]:
 
 
 def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], settings: SetFitSettings,
-               config: TrainConfig, log: JsonlLog, device: torch.device) -> tuple[int, list[float]]:
+               config: TrainConfig, log: JsonlLog, device: torch.device,
+               callbacks: Sequence[Any] = ()) -> tuple[int, list[float]]:
     """SetFit's contrastive training of the body and its head fit, through ``setfit.Trainer``; returns the steps
-    taken and the logged contrastive losses (each also written to the run's JSONL ``log``)."""
+    taken and the logged contrastive losses (each also written to the run's JSONL ``log``). ``callbacks``: more
+    ``transformers.TrainerCallback`` objects for the body's training loop."""
     from datasets import Dataset
     from setfit import Trainer, TrainingArguments
     from transformers import TrainerCallback
@@ -415,7 +417,7 @@ def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], set
             logging_first_step=True,
             show_progress_bar=config.progress,
         )
-        trainer = Trainer(model=model.setfit, args=args, callbacks=[LossLog()],
+        trainer = Trainer(model=model.setfit, args=args, callbacks=[LossLog(), *callbacks],
                           train_dataset=Dataset.from_dict({"text": texts, "label": labels}))
         # transformers prints every log dict when its progress bar is off; the JSONL log keeps them instead.
         trainer.st_trainer.remove_callback(PrinterCallback)
@@ -435,8 +437,12 @@ def fit_setfit(
     eval_examples: Sequence[Example] | None = None,
     config: TrainConfig | None = None,
     log_path: Path | None = None,
+    *,
+    callbacks: Sequence[Any] = (),
 ) -> FitResult:
-    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``."""
+    """Fine-tune the body contrastively and fit the head with ``setfit.Trainer``; ``callbacks`` (more
+    ``transformers.TrainerCallback`` objects) see the body's training loop (``benchmarks/tiny_adapters.py`` times
+    its steps with one)."""
     require_setfit()
     config = config or TrainConfig()
     started = time.perf_counter()
@@ -462,7 +468,7 @@ def fit_setfit(
     model.body.to(device)
     model.head.to(device)
     train_started = time.perf_counter()
-    steps, losses = train_body(model, texts, labels, settings, config, log, device)
+    steps, losses = train_body(model, texts, labels, settings, config, log, device, callbacks)
     train_seconds = time.perf_counter() - train_started
     model.set_head(model.setfit.model_head)
     # The transformers trainer places the body itself (on the GPU when there is one): evaluate on ``device``.
