@@ -9,6 +9,7 @@ import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -40,6 +41,8 @@ from infoprompt.version import __version__
 
 METRICS_NAME = "metrics.json"
 LOG_NAME = "train_log.jsonl"
+# What a run directory holds besides the adapter itself.
+RUN_ONLY_FILES = (METRICS_NAME, LOG_NAME)
 
 
 @dataclass
@@ -201,13 +204,38 @@ def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
     }
 
 
+def adapter_bytes(directory: str | os.PathLike[str]) -> int:
+    """Bytes on disk of the adapter ``save_pretrained`` wrote into ``directory``: every regular file below it,
+    recursively, except a run directory's own training log and metrics, which are no part of the adapter."""
+    root = Path(directory)
+    total = 0
+    for path in root.rglob("*"):
+        if path.is_symlink() or not path.is_file():
+            continue
+        if path.parent == root and path.name in RUN_ONLY_FILES:
+            continue
+        total += path.stat().st_size
+    return total
+
+
+def save_adapter(model: Any, directory: str | os.PathLike[str], keep_training_state: bool = False) -> int:
+    """``model.save_pretrained(directory)`` (with the prompt kind's training-only parameters when asked) and
+    the size on disk of what it wrote, in bytes."""
+    if keep_training_state and hasattr(model, "training_only_names"):
+        model.save_pretrained(directory, keep_training_state=True)
+    else:
+        model.save_pretrained(directory)
+    return adapter_bytes(directory)
+
+
 def run_training(
     spec: RunSpec, out: str | os.PathLike[str] | None = None, *, overwrite: bool = False, backbone: Backbone | None = None
 ) -> dict[str, object]:
     """Run ``spec``; when ``out`` is given, store the adapter, log and metrics there atomically.
 
     Returns the result record (also written as ``metrics.json``): the spec, the resolved classifier config,
-    seed, backbone, metrics, timings and parameter counts.
+    seed, backbone, metrics, timings and parameter counts, and with ``out`` the adapter's size on disk
+    (``adapter_bytes``, see :func:`adapter_bytes`).
     """
     fit = kind_of(spec.method).trainer()  # a missing optional dependency fails before any data is read
     processes = process_state()
@@ -262,10 +290,7 @@ def run_training(
         if result.selection is not None:
             record["selection"] = result.selection  # what was picked, and from which held-out scores
         if directory is not None:
-            if spec.keep_training_state and hasattr(model, "training_only_names"):
-                model.save_pretrained(directory, keep_training_state=True)
-            else:
-                model.save_pretrained(directory)
+            record["adapter_bytes"] = save_adapter(model, directory, spec.keep_training_state)
             atomic_write_json(directory / METRICS_NAME, record)
         return record
 

@@ -10,15 +10,16 @@ import pytest
 
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import Cell
-from infoprompt.experiments.report import (
-    build_report,
-    build_tables,
-    collect,
+from infoprompt.experiments.report import build_report
+from infoprompt.experiments.report_format import (
+    format_bytes,
+    format_seconds,
     format_stat,
     to_csv,
     to_markdown,
 )
 from infoprompt.experiments.store import write_record
+from infoprompt.experiments.tables import build_tables, collect
 
 
 def record(task, method, shots, n_prompts, seed, value, metric="accuracy", status="ok", **extra):
@@ -72,11 +73,13 @@ def test_np_table_layout_best_marks_and_average():
     assert table.average("warp") == pytest.approx((0.2 + 0.45 + 0.6) / 3)
     markdown = to_markdown(table)
     lines = {line.split(" | ")[0].lstrip("| "): line for line in markdown.splitlines() if line.startswith("| ")}
+    assert lines["method"] == ("| method | cola (n_p=4) | sst2 (n_p=1) | sst2 (n_p=4) | Average | adapter | time / cell |")
     assert "| 0.8500 ± 0.0707 (2) |" in lines["infoprompt"] and "| 0.6000 ± 0.1000 (3) |" in lines["warp"]
     assert "**0.2000 ± 0.1414 (2)**" in lines["warp"] and "**0.2000 ± 0.0000 (2)**" in lines["infoprompt"]  # tie
     assert lines["finetune"].count("**0.9000 ± 0.0707 (2)**") == 2  # best in both sst2 columns
-    assert lines["finetune"].rstrip(" |").endswith("—") and lines["warp"].rstrip(" |").endswith("0.4167")
-    assert lines["infoprompt"].rstrip(" |").endswith("**0.4833**")  # best average
+    # Average, then adapter size and time per cell, which these records lack
+    assert lines["finetune"].endswith("| — | — | — |") and lines["warp"].endswith("| 0.4167 | — | — |")
+    assert lines["infoprompt"].endswith("| **0.4833** | — | — |")  # best average
 
     rows = list(csv.DictReader(io.StringIO(to_csv(table))))
     warp = next(r for r in rows if r["method"] == "warp")
@@ -84,6 +87,7 @@ def test_np_table_layout_best_marks_and_average():
     assert warp["sst2 (n_p=4) n"] == "3" and warp["sst2 (n_p=1) std"] == "" and float(warp["average"]) == pytest.approx(0.41667, abs=1e-5)
     finetune = next(r for r in rows if r["method"] == "finetune")
     assert finetune["cola (n_p=4) n"] == "0" and finetune["average"] == ""
+    assert list(rows[0])[-3:] == ["average", "adapter_bytes", "train_s"] and warp["adapter_bytes"] == warp["train_s"] == ""
 
 
 def test_shots_table_and_complete_row_average():
@@ -182,3 +186,41 @@ def test_a_setting_that_differs_only_between_tasks_names_no_variant():
     assert [r["method"] for r in labelled] == ["warp", "warp"]
     labelled = label_variants([run("conll04-re"), {**run("conll04-re", "balanced"), "seed": 2}])
     assert [r["method"] for r in labelled] == ["warp", "warp[sampling=balanced]"]
+
+
+def test_cells_and_tables_carry_the_adapter_size_and_the_time_per_cell(tmp_path):
+    def timed(seed, value, size, timings, method="warp"):
+        extra = {"timings": timings} if timings is not None else {}
+        if size is not None:
+            extra["adapter_bytes"] = size
+        return record("sst2", method, 64, 4, seed, value, **extra)
+
+    records = [
+        timed(1, 0.5, 9_496, {"train_s": 100.0, "total_s": 130.0}),
+        timed(2, 0.6, 9_497, {"total_s": 50.0}),  # an older record: total_s stands in for train_s
+        timed(1, 0.8, None, None, "infoprompt"),  # written before adapter_bytes: left empty, not zero
+        timed(1, 0.4, 796_080, {"train_s": 20.0}, "idpg"),
+        {**timed(1, 0.5, 12_000, {"train_s": 30.0}, "idpg"), "task": "mrpc"},
+    ]
+    store(tmp_path / "results", records)
+    build_report(tmp_path / "results", tmp_path / "out")
+    cells = {(c["method"], c["task"]): c
+             for c in csv.DictReader(io.StringIO((tmp_path / "out" / "cells.csv").read_text()))}
+    assert list(next(iter(cells.values())))[-2:] == ["adapter_bytes", "train_s"]
+    assert cells["warp", "sst2"]["adapter_bytes"] == "9496"  # the mean over seeds, as an integer
+    assert float(cells["warp", "sst2"]["train_s"]) == pytest.approx(75.0)
+    assert cells["infoprompt", "sst2"]["adapter_bytes"] == cells["infoprompt", "sst2"]["train_s"] == ""
+
+    table = (tmp_path / "out" / "table-np-shots=64.md").read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert rows["warp"].endswith("| 9.5 kB | 1.2 min |") and rows["infoprompt"].endswith("| — | — |")
+    assert rows["idpg"].endswith("| 12 kB – 796 kB | 25.0 s |")  # the row's cells differ: their range
+    wide = list(csv.DictReader(io.StringIO((tmp_path / "out" / "table-np-shots=64.csv").read_text())))
+    idpg = next(r for r in wide if r["method"] == "idpg")
+    assert idpg["adapter_bytes"] == str(round((796_080 + 12_000) / 2)) and float(idpg["train_s"]) == pytest.approx(25.0)
+
+
+def test_sizes_and_times_read_as_people_write_them():
+    assert [format_bytes(n) for n in (512, 3_280, 9_496, 796_080, 2_362_952, 90_864_000, 1.2e9)] == [
+        "512 B", "3.28 kB", "9.5 kB", "796 kB", "2.36 MB", "90.9 MB", "1.2 GB"]
+    assert [format_seconds(s) for s in (0.04, 59.94, 634.5, 7_200.0)] == ["0.0 s", "59.9 s", "10.6 min", "2.0 h"]

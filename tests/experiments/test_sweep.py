@@ -153,7 +153,7 @@ grids:
     ok = records["task=toy-sentiment/method=warp/shots=8/np=4/seed=2"]
     # The record is run_training's, plus the sweep's bookkeeping.
     assert ok["status"] == "ok" and ok["seed"] == 2 and ok["n_train"] == 8 and ok["spec"]["training"]["seed"] == 2
-    assert {"metrics", "timings", "parameters", "classifier", "environment", "settings_hash"} <= set(ok)
+    assert {"metrics", "timings", "parameters", "classifier", "environment", "settings_hash", "adapter_bytes"} <= set(ok)
     assert set(ok["metrics"]) == {"accuracy", "f1"}
 
     capsys.readouterr()
@@ -169,6 +169,38 @@ grids:
     text = (tmp_path / "report" / "report.md").read_text()
     assert "| warp |" in text and "| linear-probe |" in text and "Failed cells (1)" in text
     assert (tmp_path / "report" / "table-np-shots=8.csv").is_file()
+
+
+def test_records_carry_the_size_on_disk_of_the_adapter_their_cell_saves(tmp_path, toy_task, tiny_bert_dir, one_thread):
+    from infoprompt.experiments.store import run_dir
+    from infoprompt.kinds import load_adapter
+    from infoprompt.pipeline import RUN_ONLY_FILES
+
+    task, data_dir = toy_task
+    cells = load_cells(None, {"backbone": str(tiny_bert_dir), "tasks": [task], "methods": ["warp", "linear-probe"],
+                              "shots": [8], "seeds": [1], "data_dir": str(data_dir), "classifier": {"max_length": 32},
+                              "training": {"epochs": 1, "batch_size": 8, "eval_every_epochs": 0}})
+    backbones = BackboneCache()
+    quiet = {"backbones": backbones, "progress": False, "echo": lambda _: None}
+    run_sweep(cells, tmp_path / "scratch", **quiet)
+    run_sweep(cells, tmp_path / "kept", save_runs=True, **quiet)
+    scratch = {r["cell"]: r for r in load_records(tmp_path / "scratch")}
+    kept = {r["cell"]: r for r in load_records(tmp_path / "kept")}
+
+    def files_bytes(directory, skip=()):
+        return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and p.name not in skip)
+
+    for cell in cells:
+        size = scratch[cell.id]["adapter_bytes"]
+        assert isinstance(size, int) and size > 0 and kept[cell.id]["adapter_bytes"] == size
+        run = run_dir(tmp_path / "kept", cell)
+        assert files_bytes(run, RUN_ONLY_FILES) == size  # the kept run: every file but its log and metrics
+        resaved = tmp_path / "resaved" / cell.method
+        load_adapter(run, backbones.get(str(tiny_bert_dir), None)).save_pretrained(resaved)
+        assert files_bytes(resaved) == size
+    assert scratch[cells[0].id]["adapter_bytes"] != scratch[cells[1].id]["adapter_bytes"]
+    # the scratch runs the sizes were measured on are gone; only records and nothing else remain
+    assert sorted(p.suffix for p in (tmp_path / "scratch").rglob("*") if p.is_file()) == [".json", ".json"]
 
 
 def test_backbone_cache_loads_each_backbone_once(tiny_bert_dir):

@@ -106,8 +106,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from infoprompt.experiments.report import build_report
 
     comparisons = [parse_comparison(text) for text in args.compare] if args.compare else None
+    shifts = [parse_comparison(text, "--full-vs-few") for text in args.full_vs_few] if args.full_vs_few else None
     text, written = build_report(args.results, args.out, metric=args.metric, tasks=args.tasks, digits=args.digits,
-                                 comparisons=comparisons)
+                                 comparisons=comparisons, full_vs_few_comparisons=shifts)
     print(text)
     print(f"wrote {len(written)} file(s) to {written[0].parent}")
     return 0
@@ -167,7 +168,11 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
 
     report = subparsers.add_parser(
         "report", help="Markdown + CSV tables (mean ± std over seeds) from a results directory",
-        description="Tables laid out like the paper's Table 1 (task × n_p) and Table 3 (task × shots).",
+        description="Tables laid out like the paper's Table 1 (task × n_p) and Table 3 (task × shots), and for "
+                    "full-training-split cells Tables 1 and 2 (GLUE; relation classification and entity typing), "
+                    "each with the saved adapter's size and the mean training time of a cell; paired per-seed "
+                    "tests, and where a method and its baseline ran both at a few-shot count and on the full "
+                    "split, the test of whether the gain at few shots holds with the full split.",
     )
     report.add_argument("results", nargs="+", help="results directories written by infoprompt sweep (read as one)")
     report.add_argument("--out", help="output directory (default: the first RESULTS/report)")
@@ -177,4 +182,9 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--compare", action="append", metavar="METHOD:BASELINE",
                         help="paired per-seed differences with an exact sign-flip test (repeatable; default: "
                              "infoprompt against its ablations and the baselines present)")
+    report.add_argument("--full-vs-few", action="append", metavar="METHOD:BASELINE",
+                        help="the gain METHOD − BASELINE per (task, seed) at each few-shot count against the gain "
+                             "with the full training split, with the sign-flip test of their difference "
+                             "(repeatable; default: the --compare pairs, or the default ones, wherever both data "
+                             "sizes ran); written to full-vs-few.csv and a report.md section")
     report.set_defaults(handler=cmd_report)

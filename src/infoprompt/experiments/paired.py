@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,12 +86,42 @@ def sign_flip_p_value(diffs: Sequence[float], seed: int = 0) -> float:
     return float(np.mean(means >= observed - 1e-12 * max(1.0, observed)))
 
 
-def parse_comparison(text: str) -> tuple[str, str]:
-    """``METHOD:BASELINE`` (as given to ``infoprompt report --compare``)."""
+def parse_comparison(text: str, option: str = "--compare") -> tuple[str, str]:
+    """``METHOD:BASELINE`` (as given to ``infoprompt report --compare`` or ``option``)."""
     method, sep, baseline = text.partition(":")
     if not sep or not method or not baseline or method == baseline:
-        raise UserError(f"--compare expects METHOD:BASELINE with two different methods, got {text!r}")
+        raise UserError(f"{option} expects METHOD:BASELINE with two different methods, got {text!r}")
     return method, baseline
+
+
+def metric_values(records: Sequence[dict[str, Any]], metric: str | None = None) -> dict[tuple, float]:
+    """The metric (default: each record's primary one) of every finished record, keyed by (backbone, method,
+    task, shots as text, n_prompts, seed)."""
+    values: dict[tuple, float] = {}
+    for record in records:
+        if record.get("status", "ok") != "ok":
+            continue
+        value = record.get("metrics", {}).get(metric or record.get("primary_metric"))
+        if isinstance(value, int | float):
+            key = (record["backbone"], record["method"], record["task"], str(record["shots"]),
+                   int(record["n_prompts"]), int(record["seed"]))
+            values[key] = float(value)
+    return values
+
+
+def default_comparisons(methods: Collection[str]) -> list[tuple[str, str]]:
+    """Each method of ``methods`` against each of its table row's ``baselines`` among them."""
+    return [(row.name, baseline) for row in METHODS.values() if row.name in methods
+            for baseline in row.baselines if baseline in methods]
+
+
+def check_present(comparisons: Sequence[tuple[str, str]], methods: Collection[str], option: str) -> None:
+    """Refuse a comparison naming a method without finished results, listing the methods present."""
+    for method, baseline in comparisons:
+        missing = [m for m in (method, baseline) if m not in methods]
+        if missing:
+            raise UserError(f"{option} {method}:{baseline}: no finished results for {', '.join(missing)}; "
+                            f"methods present: {', '.join(sorted(methods))}")
 
 
 def paired_comparisons(
@@ -103,24 +133,10 @@ def paired_comparisons(
     ``comparisons=None`` compares each method present with each of its table row's ``baselines`` present
     (:class:`~infoprompt.kinds.registry.Method`).
     """
-    values: dict[tuple, float] = {}
-    for record in records:
-        if record.get("status", "ok") != "ok":
-            continue
-        value = record.get("metrics", {}).get(metric or record.get("primary_metric"))
-        if isinstance(value, int | float):
-            key = (record["backbone"], record["method"], record["task"], str(record["shots"]),
-                   int(record["n_prompts"]), int(record["seed"]))
-            values[key] = float(value)
+    values = metric_values(records, metric)
     methods = {key[1] for key in values}
-    if comparisons is None:
-        comparisons = [(row.name, baseline) for row in METHODS.values() if row.name in methods
-                       for baseline in row.baselines if baseline in methods]
-    for method, baseline in comparisons:
-        missing = [m for m in (method, baseline) if m not in methods]
-        if missing:
-            raise UserError(f"--compare {method}:{baseline}: no finished results for {', '.join(missing)}; "
-                            f"methods present: {', '.join(sorted(methods))}")
+    comparisons = default_comparisons(methods) if comparisons is None else comparisons
+    check_present(comparisons, methods, "--compare")
     results = []
     for method, baseline in comparisons:
         columns: dict[str, list[float]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from infoprompt.experiments.store import (
     try_claim,
     write_record,
 )
+from infoprompt.io_utils import scratch_directory
 from infoprompt.pipeline import run_training
 from infoprompt.progress import bar_disabled
 from infoprompt.training.runtime import process_state
@@ -199,8 +201,15 @@ def _run_cell(
     # Not the cell's failure but the machine's (a missing package, an unknown name): every cell naming this
     # backbone would fail the same way, so the sweep stops with the loader's one-line error and records nothing.
     backbone = backbones.get(cell.backbone, cell.cache_dir)
+    scratch = out = None
+    if is_main and save_runs:
+        out = run_dir(results_dir, cell)
+    elif is_main:
+        # A cell that keeps no run still saves one, beside its record, so that the record carries the size on
+        # disk of the adapter its save_pretrained writes (adapter_bytes); the scratch goes once measured.
+        scratch = scratch_directory(record_path(results_dir, cell), "cannot measure the adapter of")
+        out = scratch / "run"
     try:
-        out = run_dir(results_dir, cell) if save_runs and is_main else None
         record = runner(cell.run_spec(), out, overwrite=True, backbone=backbone)
     except KeyboardInterrupt:
         raise
@@ -215,6 +224,9 @@ def _run_cell(
         metric = record.get("primary_metric")
         value = record.get("metrics", {}).get(metric)
         message = f"{metric}={value:.4f}" if isinstance(value, float) else "ok"
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     if is_main:
         write_record(results_dir, cell, record)
     return message, time.perf_counter() - started
