@@ -196,10 +196,10 @@ def test_cells_and_tables_carry_the_adapter_size_and_the_time_per_cell(tmp_path)
         return record("sst2", method, 64, 4, seed, value, **extra)
 
     records = [
-        timed(1, 0.5, 9_496, {"train_s": 100.0, "total_s": 130.0}),
-        timed(2, 0.6, 9_497, {"total_s": 50.0}),  # an older record: total_s stands in for train_s
+        timed(1, 0.5, 9_496, {"train_s": 70.0, "total_s": 130.0, "final_eval_s": 25.0, "periodic_eval_s": 5.0}),
+        timed(2, 0.6, 9_497, {"total_s": 50.0}),  # fitting: everything but the evaluations
         timed(1, 0.8, None, None, "infoprompt"),  # written before adapter_bytes: left empty, not zero
-        timed(1, 0.4, 796_080, {"train_s": 20.0}, "idpg"),
+        timed(1, 0.4, 796_080, {"train_s": 20.0}, "idpg"),  # no total_s: its train_s stands in
         {**timed(1, 0.5, 12_000, {"train_s": 30.0}, "idpg"), "task": "mrpc"},
     ]
     store(tmp_path / "results", records)

@@ -65,7 +65,7 @@ def to_markdown(table: Table, digits: int = 4) -> str:
     lines.append("Cells: mean ± sample std over seeds (number of seeds in parentheses); **bold**: best in the column; "
                  "Average: mean of the row's column means (only for complete rows); adapter: size on disk of the "
                  "saved adapter (a range where the row's cells differ); time / cell: mean training time of one "
-                 "cell of the row (timings.train_s, else total_s).")
+                 "cell of the row (timings.total_s less its evaluations).")
     lines.extend(f"Note: {n}." for n in table.notes)
     return "\n".join(lines) + "\n"
 

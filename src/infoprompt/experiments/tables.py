@@ -104,13 +104,17 @@ def _number(value: Any) -> bool:
 
 
 def train_seconds(record: dict[str, Any]) -> float | None:
-    """A record's training time: ``timings.train_s``, else ``timings.total_s`` (records without the former)."""
+    """What a record's cell spent on fitting: ``timings.total_s`` less its evaluations (``final_eval_s``,
+    ``periodic_eval_s``), i.e. encoding and feature caching, held-out selection and training; ``timings.train_s``
+    for a record without ``total_s``."""
     timings = record.get("timings")
-    if isinstance(timings, dict):
-        for name in ("train_s", "total_s"):
-            if _number(timings.get(name)):
-                return float(timings[name])
-    return None
+    if not isinstance(timings, dict):
+        return None
+    if _number(timings.get("total_s")):
+        evaluations = sum(float(timings[name]) for name in ("final_eval_s", "periodic_eval_s")
+                          if _number(timings.get(name)))
+        return float(timings["total_s"]) - evaluations
+    return float(timings["train_s"]) if _number(timings.get("train_s")) else None
 
 
 def _mean(values: list[float]) -> float | None:
