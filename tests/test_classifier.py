@@ -23,6 +23,7 @@ METHODS = {
     "peft-prompt-tuning": {"epochs": 1},
     "setfit": {"max_steps": 2},
     "infoprompt-contrastive": {"epochs": 2},
+    "lora-ce": {"epochs": 1},
 }
 
 

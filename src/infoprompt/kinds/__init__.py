@@ -1,7 +1,7 @@
 """Every kind of adapter, registered: a kind is one module (or folder) with its model, its fit and its methods,
 plus one line here. Build, train and load a model of any kind through :mod:`infoprompt.kinds.factory`."""
 
-from infoprompt.kinds import contrastive, peft_prompt, probe, prompt, released, setfit, setfit_lora
+from infoprompt.kinds import contrastive, lora_ce, peft_prompt, probe, prompt, released, setfit, setfit_lora
 from infoprompt.kinds.factory import build_model, load_adapter, make_classifier, train
 from infoprompt.kinds.registry import (
     KINDS,
@@ -21,6 +21,7 @@ register_kind(setfit.KIND)
 register_kind(setfit_lora.KIND)
 register_kind(released.KIND)
 register_kind(contrastive.KIND)
+register_kind(lora_ce.KIND)
 
 __all__ = [
     "KINDS",
