@@ -31,7 +31,11 @@ def test_label_info_nce_by_hand():
     # Anchors 0 and 1 have one positive each (each other); anchor 2 has none and is left out.
     expected = [-(s[0, 1] - torch.logsumexp(s[0, [1, 2]], 0)), -(s[1, 0] - torch.logsumexp(s[1, [0, 2]], 0))]
     assert float(label_info_nce(features, labels, 0.5)) == pytest.approx(float(sum(expected) / 2), rel=1e-6)
-    assert float(label_info_nce(features, torch.tensor([0, 1, 2]), 0.5)) == 0.0  # no positive anywhere
+    lonely = features.clone().requires_grad_(True)
+    loss = label_info_nce(lonely, torch.tensor([0, 1, 2]), 0.5)  # no positive anywhere (a last batch of one)
+    assert float(loss) == 0.0
+    loss.backward()  # a batch without anchors still backpropagates (zero gradient)
+    assert torch.equal(lonely.grad, torch.zeros_like(lonely))
 
 
 def test_label_info_nce_prefers_features_grouped_by_label():
