@@ -34,6 +34,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,29 +168,35 @@ def ratio(value: float | None, reference: float | None) -> str:
     return f"{value / reference:.2f}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def benchmark_parser(doc: str | None, methods: Sequence[str]) -> argparse.ArgumentParser:
+    """The options every side-by-side benchmark here shares (draw, methods, timing rounds, outputs)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backbone", default="minilm")
     parser.add_argument("--task", default="sst2")
     parser.add_argument("--data-dir")
-    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
+    parser.add_argument("--methods", nargs="+", default=list(methods))
     parser.add_argument("--shots", type=int, default=64)
     parser.add_argument("--n-prompts", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="examples per step of the prompt kinds")
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per method")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per method first")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed step rounds first")
     parser.add_argument("--infer", type=int, default=256, help="eval examples for the throughput measurement")
     parser.add_argument("--infer-repeats", type=int, default=5)
-    parser.add_argument("--run-epochs", type=int, default=0, help="also time real whole runs of N epochs (0: skip)")
-    parser.add_argument("--full-epochs", type=int, default=30, help="whole-run length the measurement is scaled to")
-    parser.add_argument("--run-repeats", type=int, default=1, help="interleaved rounds of whole runs (medians)")
     parser.add_argument("--setfit-steps", type=int, default=10, help="body steps of the capped setfit run")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--bf16", action="store_true", help="also time infoprompt and warp under bf16 autocast")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="write all numbers here")
     parser.add_argument("--markdown", help="write the tables here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = benchmark_parser(__doc__, DEFAULT_METHODS)
+    parser.add_argument("--run-epochs", type=int, default=0, help="also time real whole runs of N epochs (0: skip)")
+    parser.add_argument("--full-epochs", type=int, default=30, help="whole-run length the measurement is scaled to")
+    parser.add_argument("--run-repeats", type=int, default=1, help="interleaved rounds of whole runs (medians)")
+    parser.add_argument("--bf16", action="store_true", help="also time infoprompt and warp under bf16 autocast")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)

@@ -57,7 +57,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from speed import Variant, build_variant, infer_rate, one_step, ratio, setfit_schedule  # benchmarks/speed.py
+from speed import (  # benchmarks/speed.py
+    Variant,
+    benchmark_parser,
+    build_variant,
+    infer_rate,
+    one_step,
+    ratio,
+    setfit_schedule,
+)
 from transformers import TrainerCallback
 
 DEFAULT_METHODS = ("linear-probe", "setfit", "setfit-lora", "infoprompt-contrastive", "infoprompt-plus")
@@ -338,25 +346,8 @@ def write_outputs(text: str, rows: list[Row], args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--task", default="sst2")
-    parser.add_argument("--data-dir")
-    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--shots", type=int, default=64)
-    parser.add_argument("--n-prompts", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=8, help="examples per step of the prompt kinds")
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per method")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed step rounds first")
-    parser.add_argument("--infer", type=int, default=256, help="eval examples: whole runs' evaluation and throughput")
-    parser.add_argument("--infer-repeats", type=int, default=5)
+    parser = benchmark_parser(__doc__, DEFAULT_METHODS)
     parser.add_argument("--run-epochs", type=int, default=30, help="epochs of the prompt kinds' whole runs")
-    parser.add_argument("--setfit-steps", type=int, default=10, help="body steps of the capped setfit runs")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", help="write all numbers here")
-    parser.add_argument("--markdown", help="write the tables here")
     return parser.parse_args(argv)
 
 
