@@ -98,3 +98,28 @@ def test_temperature_is_its_own_option(bert_backbone):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", temperature=0.5)
     other = infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", max_length=32)
     assert "temperature" not in other.config.to_json()  # other kinds' adapters are written as before
+
+
+def test_the_cli_trains_both_new_kinds_and_refuses_a_bad_temperature(tiny_model_dirs, tmp_path, capsys):
+    from test_feature_store import ROWS, write_split
+
+    from infoprompt.cli import main
+
+    assert main(["train", "--help"]) == 0
+    assert "--temperature" in capsys.readouterr().out
+    write_split(tmp_path / "data", ROWS)
+    common = ["--data-dir", str(tmp_path / "data"), "--quiet"]
+    train = ["train", "--task", "sst2", "--shots", "8", "--epochs", "1", "--backbone", str(tiny_model_dirs["bert"]),
+             "--max-length", "48", *common]
+    assert main([*train, "--method", "infoprompt-contrastive", "--temperature", "0.5", "--n-prompts", "1",
+                 "--out", str(tmp_path / "contrastive")]) == 0
+    assert json.loads(adapter_config_file(tmp_path / "contrastive").read_text())["temperature"] == 0.5
+    assert main([*train, "--method", "lora-ce", "--out", str(tmp_path / "lora")]) == 0
+    for run in ("contrastive", "lora"):
+        capsys.readouterr()
+        assert main(["eval", "--adapter", str(tmp_path / run), *common]) == 0
+        trained = json.loads((tmp_path / run / "metrics.json").read_text())
+        assert json.loads(capsys.readouterr().out)["metrics"] == trained["metrics"]
+    assert main([*train, "--method", "infoprompt-contrastive", "--temperature", "0", "--out", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "temperature" in error[0] and not (tmp_path / "x").exists()
