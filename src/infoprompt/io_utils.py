@@ -175,6 +175,19 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+@contextmanager
+def replaced_directory(final: Path) -> Iterator[Path]:
+    """A fresh ``.NAME.writing`` folder beside ``final`` to write into; once the block ends without an error it
+    replaces ``final`` (a library's own saved folder, such as peft's, written whole or not at all)."""
+    staging = final.parent / f".{final.name}.writing"
+    if staging.exists():
+        shutil.rmtree(staging)
+    yield staging
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+
+
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=False) + "\n")
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
-import shutil
 import warnings
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
+from infoprompt.io_utils import replaced_directory
 from infoprompt.kinds.common import BaselineModel, write_adapter
 from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.kinds.registry import Kind, Method
@@ -93,17 +92,11 @@ class PeftPromptClassifier(BaselineModel):
     def save_pretrained(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        staging = directory / f".{PEFT_DIR}.writing"
-        if staging.exists():
-            shutil.rmtree(staging)
-        self.peft.save_pretrained(str(staging))
-        # peft saves no model config; this one carries id2label/label2id, so that a model built from it
-        # (AutoConfig.from_pretrained on the peft folder) names its classes as this adapter does.
-        self.peft.get_base_model().config.save_pretrained(str(staging))
-        final = directory / PEFT_DIR
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging, final)
+        with replaced_directory(directory / PEFT_DIR) as staging:
+            self.peft.save_pretrained(str(staging))
+            # peft saves no model config; this one carries id2label/label2id, so that a model built from it
+            # (AutoConfig.from_pretrained on the peft folder) names its classes as this adapter does.
+            self.peft.get_base_model().config.save_pretrained(str(staging))
         write_adapter(directory, None, self.config)
 
     @classmethod

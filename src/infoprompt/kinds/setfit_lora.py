@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, write_safetensors
+from infoprompt.io_utils import atomic_write_json, replaced_directory, write_safetensors
 from infoprompt.kinds.common import write_adapter
 from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
 from infoprompt.kinds.registry import Kind, Method
@@ -136,14 +134,8 @@ class SetFitLoraClassifier(SetFitClassifier):
         loads them), the linear head (``adapter_model.safetensors``), the regression's arrays, settings, config."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        peft_dir = directory / PEFT_DIR
-        staging = directory / f".{PEFT_DIR}.writing"
-        if staging.exists():
-            shutil.rmtree(staging)
-        self.lora_model.save_pretrained(str(staging))
-        if peft_dir.exists():
-            shutil.rmtree(peft_dir)
-        os.replace(staging, peft_dir)
+        with replaced_directory(directory / PEFT_DIR) as staging:
+            self.lora_model.save_pretrained(str(staging))
         write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
         atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
                                                        "body": "Transformer+LoRA -> Pooling(mean) -> Normalize"})
