@@ -9,12 +9,14 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infoprompt.validation import finite_number, nonnegative_int, option, positive_int
+from infoprompt.validation import finite_number, module_names, nonnegative_int, option, positive_int
 
 POSITIVE = option(positive_int)
 COUNT = option(nonnegative_int)
 NON_NEGATIVE = option(finite_number, float)
 POSITIVE_FLOAT = option(lambda value, name: finite_number(value, name, positive=True), float)
+# "query,value" -> ("query", "value")
+NAME_LIST = option(module_names, lambda text: [part.strip() for part in text.split(",") if part.strip()])
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -47,6 +47,14 @@ def finite_number(value: Any, name: str, *, positive: bool = False) -> float:
     return number
 
 
+def module_names(value: Any, name: str) -> tuple[str, ...]:
+    """A non-empty sequence of non-empty names without spaces (module names, column names)."""
+    names = tuple(value) if isinstance(value, list | tuple) else ()
+    if not names or not all(isinstance(n, str) and n and not any(c.isspace() for c in n) for n in names):
+        raise UserError(f"{name} must be a non-empty list of names, got {value!r}")
+    return names
+
+
 def one_of(value: Any, name: str, choices: typing.Sequence[str]) -> str:
     if value not in choices:
         raise UserError(f"unknown {name} {value!r}; valid: {', '.join(choices)}")
@@ -148,6 +156,11 @@ def validate_classifier_config(config: Any) -> None:
     finite_number(config.kl_weight, "kl_weight")
     if config.temperature is not None:
         finite_number(config.temperature, "temperature", positive=True)
+    for name in ("pair_iterations", "lora_rank", "lora_alpha"):
+        if getattr(config, name) is not None:
+            positive_int(getattr(config, name), name)
+    if config.lora_targets is not None:
+        module_names(config.lora_targets, "lora_targets")
     nonnegative_int(config.n_prompts, "n_prompts")
     positive_int(config.n_negatives, "n_negatives")
     positive_int(config.rank, "rank")

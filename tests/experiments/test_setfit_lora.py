@@ -3,6 +3,7 @@ LoRA weights and the head, and it reloads onto the shared encoder to identical p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -109,3 +110,25 @@ print(" ".join(f"{{v:.7f}}" for v in pooled[0].tolist()))
     printed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     theirs = torch.tensor([float(v) for v in printed.split()])
     assert torch.allclose(theirs, ours[0], atol=1e-5)
+
+
+def test_pairs_rank_alpha_and_targets_are_options_that_reach_setfit_and_peft(toy_task, tiny_bert_dir, tmp_path):
+    backbone = load_backbone(str(tiny_bert_dir))
+    spec = spec_for(toy_task, tiny_bert_dir)
+    options = {"max_length": 32, "pair_iterations": 2, "lora_rank": 4, "lora_alpha": 8, "lora_targets": ["key"]}
+    spec = dataclasses.replace(spec, classifier=options, training=dataclasses.replace(spec.training, max_steps=None))
+    out = tmp_path / "run"
+    record = run_training(spec, out, backbone=backbone)
+    # 8 examples x 2 iterations x 2 polarities = 32 pairs, batch 16: two steps (SetFit's default 20 would be 20).
+    assert record["steps"] == 2
+    saved = json.loads((out / "setfit_lora_config.json").read_text())["settings"]
+    assert (saved["num_iterations"], saved["rank"], saved["alpha"], saved["targets"]) == (2, 4, 8, ["key"])
+    from safetensors.torch import load_file
+
+    weights = load_file(str(out / "peft" / "adapter_model.safetensors"))
+    assert weights and all(".key." in name for name in weights)
+    assert {tuple(t.shape)[0] for name, t in weights.items() if "lora_A" in name} == {4}
+    loaded = load_adapter(out, backbone=backbone)
+    assert loaded.settings == SetFitLoraSettings(num_iterations=2, rank=4, alpha=8, targets=("key",),
+                                                 max_steps=loaded.settings.max_steps)
+    assert loaded.config.lora_targets == ("key",) and loaded.config.pair_iterations == 2

@@ -23,7 +23,7 @@ from infoprompt.io_utils import (
 )
 from infoprompt.kinds.readouts import READOUTS
 from infoprompt.kinds.registry import Method
-from infoprompt.options import NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, cli
+from infoprompt.options import NAME_LIST, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, cli
 from infoprompt.tasks import (
     BUILTIN_TASKS,
     TASKS,
@@ -42,7 +42,10 @@ MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
-KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature")
+KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", "pair_iterations", "lora_rank", "lora_alpha", "lora_targets")
+# Which kinds take each kind-only training option (``resolved`` refuses it on any other).
+PAIR_KINDS = ("setfit", "setfit-lora")
+LORA_KINDS = ("setfit-lora", "lora")
   # read under the legacy name too: see read_adapter_config
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
@@ -94,6 +97,13 @@ class ClassifierConfig:
             every row of a batch (the released code's behaviour); ``None`` takes the method's.
         temperature: the ``contrastive`` kind only: temperature τ of its label-aware InfoNCE over cosine
             similarities; ``None`` takes the method's.
+        pair_iterations: the ``setfit`` and ``setfit-lora`` kinds only: contrastive pairs per training example
+            and per polarity (SetFit's ``num_iterations``); ``None`` takes SetFit's default, 20.
+        lora_rank: the ``setfit-lora`` and ``lora`` kinds only: rank r of each LoRA update; ``None``: 8.
+        lora_alpha: the ``setfit-lora`` and ``lora`` kinds only: LoRA's scaling numerator α (the update is
+            ``α / r · B A x``); ``None``: 16.
+        lora_targets: the ``setfit-lora`` and ``lora`` kinds only: names of the encoder modules LoRA adapts
+            (peft's ``target_modules``); ``None``: the attention query and value projections.
         long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
             reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
             in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
@@ -141,6 +151,16 @@ class ClassifierConfig:
     temperature: float | None = field(default=None, metadata=cli(
         "infoprompt-contrastive only: temperature of the label-aware InfoNCE (default: the method's, 0.1)",
         type=POSITIVE_FLOAT))
+    pair_iterations: int | None = field(default=None, metadata=cli(
+        "setfit, setfit-lora only: contrastive pairs per training example and polarity, SetFit's num_iterations "
+        "(default 20)", type=POSITIVE))
+    lora_rank: int | None = field(default=None, metadata=cli(
+        "setfit-lora, lora-ce only: LoRA rank r (default 8)", type=POSITIVE))
+    lora_alpha: int | None = field(default=None, metadata=cli(
+        "setfit-lora, lora-ce only: LoRA scaling alpha, the update is alpha/r * BAx (default 16)", type=POSITIVE))
+    lora_targets: tuple[str, ...] | None = field(default=None, metadata=cli(
+        "setfit-lora, lora-ce only: comma-separated encoder module names LoRA adapts, e.g. query,key,value "
+        "(default: the attention query and value projections)", type=NAME_LIST))
     long_text: str = field(default="truncate", metadata=cli(
         "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
         "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
@@ -187,10 +207,15 @@ class ClassifierConfig:
             values["temperature"] = preset.temperature if self.temperature is None else self.temperature
         elif self.temperature is not None:
             raise UserError(f"temperature is an option of the infoprompt-contrastive methods, not of {preset.name}")
+        for name, kinds in (("pair_iterations", PAIR_KINDS), *((n, LORA_KINDS) for n in ("lora_rank", "lora_alpha", "lora_targets"))):
+            if getattr(self, name) is not None and preset.kind not in kinds:
+                raise UserError(f"{name} is an option of the {' and '.join(kinds)} kinds, not of method {preset.name}")
         check_labels(values["labels"], task)
         return ClassifierConfig(**values)
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora_targets, list):
+            self.lora_targets = tuple(self.lora_targets)  # as JSON and YAML give it
         validate_classifier_config(self)
 
     def to_json(self) -> dict[str, object]:

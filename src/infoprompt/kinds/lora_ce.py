@@ -3,6 +3,7 @@ cross-entropy alone; the control that tells "adapts the body" from "contrastive"
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -14,11 +15,12 @@ from infoprompt.kinds.config import ClassifierConfig, read_weights
 from infoprompt.kinds.peft_prompt import quiet_peft_wrap
 from infoprompt.kinds.readouts import mean_pool
 from infoprompt.kinds.registry import Kind, Method
-from infoprompt.kinds.setfit_lora import SetFitLoraSettings, lora_targets, structure_copy
+from infoprompt.kinds.setfit_lora import SetFitLoraSettings, lora_options, lora_targets, structure_copy
 from infoprompt.templates import Batch
 from infoprompt.training import train
 
-# setfit-lora's LoRA (rank, scaling, query/value projections), so that the two differ in the objective alone.
+# setfit-lora's LoRA (rank, scaling, query/value projections), so that the two differ in the objective alone;
+# --lora-rank, --lora-alpha and --lora-targets change it for both.
 LORA = SetFitLoraSettings()
 
 
@@ -32,8 +34,9 @@ class LoraClassifier(BaselineModel):
 
         super().__init__(backbone, config)
         encoder = structure_copy(backbone.model)
-        lora = LoraConfig(r=LORA.rank, lora_alpha=LORA.alpha, lora_dropout=LORA.lora_dropout,
-                          target_modules=lora_targets(encoder, LORA), bias="none")
+        settings = dataclasses.replace(LORA, **lora_options(self.config))
+        lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
+                          target_modules=lora_targets(encoder, settings), bias="none")
         with torch.random.fork_rng(), quiet_peft_wrap():
             torch.manual_seed(self.config.init_seed)
             self.lora_model = get_peft_model(encoder, lora)

@@ -99,6 +99,11 @@ class SetFitSettings:
         return dataclasses.asdict(self)
 
 
+def pair_options(config: ClassifierConfig) -> dict[str, object]:
+    """The SetFit settings an adapter config sets (``pair_iterations``); empty when it sets none."""
+    return {} if config.pair_iterations is None else {"num_iterations": config.pair_iterations}
+
+
 def render_text(template: Template, fields: dict[str, str], sep_token: str | None) -> str:
     """The one text SetFit sees for an example: the method's plain template with the field texts filled in.
 
@@ -228,7 +233,7 @@ class SetFitClassifier(BaselineModel):
         from setfit import SetFitModel
 
         super().__init__(backbone, config)
-        self.settings = settings or SetFitSettings()
+        self.settings = settings or self.default_settings()
         self.body = self._make_body(backbone)
         self.template_encoder = SetFitTextEncoder(
             self.body, self.body.tokenizer, Template.parse(self.config.template), self.config.max_length,
@@ -247,6 +252,10 @@ class SetFitClassifier(BaselineModel):
             self.head.bias.zero_()
         self.head.to(backbone.device)
         self.fitted = False
+
+    def default_settings(self) -> SetFitSettings:
+        """SetFit's defaults with the adapter config's options (``--pair-iterations``)."""
+        return SetFitSettings(**pair_options(self.config))
 
     def _make_body(self, backbone: Backbone) -> Any:
         return build_body(backbone, self.config.max_length)

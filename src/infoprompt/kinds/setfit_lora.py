@@ -26,6 +26,7 @@ from infoprompt.kinds.setfit import (
     SetFitSettings,
     build_body,
     fit_setfit,
+    pair_options,
     read_settings,
     require_setfit,
 )
@@ -78,13 +79,27 @@ def structure_copy(module: nn.Module) -> nn.Module:
     return copy.deepcopy(module, shared)
 
 
+def lora_options(config: ClassifierConfig) -> dict[str, object]:
+    """The LoRA settings an adapter config sets (``lora_rank``, ``lora_alpha``, ``lora_targets``)."""
+    chosen = {"rank": config.lora_rank, "alpha": config.lora_alpha, "targets": config.lora_targets}
+    return {name: value for name, value in chosen.items() if value is not None}
+
+
 def lora_targets(encoder: nn.Module, settings: SetFitLoraSettings) -> list[str]:
+    """The module names LoRA adapts: the settings' own, each checked against the encoder, or the architecture's
+    attention query and value projections."""
     if settings.targets:
+        linear = {name.rsplit(".", 1)[-1] for name, module in encoder.named_modules() if isinstance(module, nn.Linear)}
+        missing = [target for target in settings.targets
+                   if not any(name == target or name.endswith(f".{target}") for name, _ in encoder.named_modules())]
+        if missing:
+            raise UserError(f"LoRA target {missing[0]!r} names no module of this encoder; its linear layers are "
+                            f"{', '.join(sorted(linear))}")
         return list(settings.targets)
     model_type = getattr(getattr(encoder, "config", None), "model_type", "")
     if model_type not in DEFAULT_TARGETS:
         raise UserError(f"setfit-lora has no default LoRA targets for a {model_type or 'unknown'} encoder; "
-                        f"name the projection modules to adapt (settings.targets)")
+                        f"name the projection modules to adapt (--lora-targets)")
     return list(DEFAULT_TARGETS[model_type])
 
 
@@ -93,7 +108,11 @@ class SetFitLoraClassifier(SetFitClassifier):
     the adapter's; the backbone's own weights are shared, never copied or changed."""
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, settings: SetFitLoraSettings | None = None):
-        super().__init__(backbone, config, settings or SetFitLoraSettings())
+        super().__init__(backbone, config, settings)
+
+    def default_settings(self) -> SetFitLoraSettings:
+        """setfit-lora's defaults with the adapter config's options (``--pair-iterations``, ``--lora-*``)."""
+        return SetFitLoraSettings(**pair_options(self.config), **lora_options(self.config))
 
     def _make_body(self, backbone: Backbone) -> Any:
         from peft import LoraConfig, get_peft_model
