@@ -43,10 +43,10 @@ POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
 KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", "pair_iterations", "lora_rank", "lora_alpha", "lora_targets")
-# Which kinds take each kind-only training option (``resolved`` refuses it on any other).
-PAIR_KINDS = ("setfit", "setfit-lora")
+# The kinds that take each of these kind-only training options (``resolved`` refuses it on any other).
 LORA_KINDS = ("setfit-lora", "lora")
-  # read under the legacy name too: see read_adapter_config
+OPTION_KINDS = {"pair_iterations": ("setfit", "setfit-lora"), "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
+                "lora_targets": LORA_KINDS}
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
 MULTI_LABEL_KINDS = ("linear-probe", "prompt")
@@ -207,7 +207,7 @@ class ClassifierConfig:
             values["temperature"] = preset.temperature if self.temperature is None else self.temperature
         elif self.temperature is not None:
             raise UserError(f"temperature is an option of the infoprompt-contrastive methods, not of {preset.name}")
-        for name, kinds in (("pair_iterations", PAIR_KINDS), *((n, LORA_KINDS) for n in ("lora_rank", "lora_alpha", "lora_targets"))):
+        for name, kinds in OPTION_KINDS.items():
             if getattr(self, name) is not None and preset.kind not in kinds:
                 raise UserError(f"{name} is an option of the {' and '.join(kinds)} kinds, not of method {preset.name}")
         check_labels(values["labels"], task)

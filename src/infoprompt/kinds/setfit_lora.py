@@ -89,10 +89,11 @@ def lora_targets(encoder: nn.Module, settings: SetFitLoraSettings) -> list[str]:
     """The module names LoRA adapts: the settings' own, each checked against the encoder, or the architecture's
     attention query and value projections."""
     if settings.targets:
-        linear = {name.rsplit(".", 1)[-1] for name, module in encoder.named_modules() if isinstance(module, nn.Linear)}
+        names = [name for name, _ in encoder.named_modules()]
         missing = [target for target in settings.targets
-                   if not any(name == target or name.endswith(f".{target}") for name, _ in encoder.named_modules())]
+                   if not any(name == target or name.endswith(f".{target}") for name in names)]  # peft's matching
         if missing:
+            linear = {name.rsplit(".", 1)[-1] for name, module in encoder.named_modules() if isinstance(module, nn.Linear)}
             raise UserError(f"LoRA target {missing[0]!r} names no module of this encoder; its linear layers are "
                             f"{', '.join(sorted(linear))}")
         return list(settings.targets)
@@ -106,9 +107,6 @@ def lora_targets(encoder: nn.Module, settings: SetFitLoraSettings) -> list[str]:
 class SetFitLoraClassifier(SetFitClassifier):
     """SetFit whose body is the shared backbone with LoRA adapters: only the LoRA weights (and the head) are
     the adapter's; the backbone's own weights are shared, never copied or changed."""
-
-    def __init__(self, backbone: Backbone, config: ClassifierConfig, settings: SetFitLoraSettings | None = None):
-        super().__init__(backbone, config, settings)
 
     def default_settings(self) -> SetFitLoraSettings:
         """setfit-lora's defaults with the adapter config's options (``--pair-iterations``, ``--lora-*``)."""
