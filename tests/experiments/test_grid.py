@@ -82,6 +82,19 @@ def test_conflicting_blocks_are_rejected(tmp_path):
         load_cells(path)
 
 
+def test_a_flag_that_widens_an_inheriting_block_into_a_conflict_says_so(tmp_path):
+    # The first block inherits the top-level tasks; --tasks rte replaces them, so both blocks name rte's cells.
+    path = write(tmp_path, "g.yaml", "tasks: [sst2]\nmethods: [warp]\ngrids:\n  - {training: {epochs: 1}}\n"
+                                     "  - {tasks: [rte], training: {epochs: 2}}\n")
+    assert {c.task for c in load_cells(path)} == {"sst2", "rte"}
+    with pytest.raises(UserError, match=r"--tasks replaced the top-level list that a block without its own list inherits"):
+        load_cells(path, {"tasks": ["rte"]})
+    (tmp_path / "g.yaml").write_text("tasks: [sst2]\nmethods: [warp]\ngrids:\n"
+                                     "  - {tasks: [sst2], training: {epochs: 1}}\n"
+                                     "  - {tasks: [rte], training: {epochs: 2}}\n")
+    assert {(c.task, c.run_spec().training.epochs) for c in load_cells(path, {"tasks": ["rte"]})} == {("rte", 2)}
+
+
 def test_shards_partition_the_grid_deterministically():
     cells = load_cells(None, {"tasks": ["sst2", "rte", "mrpc"], "methods": ["warp", "infoprompt", "finetune"],
                               "shots": [64, None], "seeds": [1, 2, 3]})

@@ -296,7 +296,12 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
             # Two blocks naming the same cell with different settings would make its record ambiguous.
             previous = cells.setdefault(cell, cell)
             if previous.settings_hash != cell.settings_hash:
-                raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings")
+                inherited = [_flag(axis) for axis in wanted
+                             if any(axis not in earlier for earlier in blocks[:index + 1])]
+                hint = (f" ({', '.join(inherited)} replaced the top-level list that a block without its own list "
+                        f"inherits: give each block its own list)") if inherited else ""
+                raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings"
+                                         f"{hint}")
     unmatched = _unmatched_flags(list(cells), wanted)
     if not cells:
         raise _fail(where, f"the flags select no cell of this grid ({' '.join(unmatched)})")
