@@ -132,3 +132,29 @@ def test_pairs_rank_alpha_and_targets_are_options_that_reach_setfit_and_peft(toy
     assert loaded.settings == SetFitLoraSettings(num_iterations=2, rank=4, alpha=8, targets=("key",),
                                                  max_steps=loaded.settings.max_steps)
     assert loaded.config.lora_targets == ("key",) and loaded.config.pair_iterations == 2
+
+
+def adapted_modules(model: SetFitLoraClassifier) -> set[str]:
+    """The encoder modules peft put LoRA weights on, as their last two name parts (``intermediate.dense``)."""
+    names = {name.split(".lora_", 1)[0] for name in model.lora_state()}
+    return {".".join(name.split(".")[-2:]) for name in names}
+
+
+def test_setfit_lora_all_adapts_every_linear_layer_of_each_block_and_options_still_win(bert_backbone):
+    import infoprompt
+
+    def built(method, **options):
+        return infoprompt.make_classifier(bert_backbone, task="sst2", method=method, seed=1, max_length=32, **options)
+
+    plain, every = built("setfit-lora"), built("setfit-lora-all")
+    assert (plain.settings.rank, plain.settings.layers) == (8, "attention-qv")
+    assert {n.split(".")[-1] for n in adapted_modules(plain)} == {"query", "value"}
+    assert (every.settings.rank, every.settings.alpha, every.settings.layers) == (4, 8, "all-linear")
+    # BERT's block: q/k/v, the attention output projection, and the feed-forward pair; never the pooler.
+    assert adapted_modules(every) == {"self.query", "self.key", "self.value", "output.dense", "intermediate.dense"}
+    assert not any("pooler" in name for name in every.lora_state())
+    assert sum(t.numel() for t in every.lora_state().values()) > sum(t.numel() for t in plain.lora_state().values())
+    chosen = built("setfit-lora-all", lora_rank=2, lora_targets=["key"])
+    assert chosen.settings.rank == 2 and adapted_modules(chosen) == {"self.key"}
+    with pytest.raises(UserError, match="layers must be one of attention-qv, all-linear"):
+        SetFitLoraSettings(layers="everything")
