@@ -154,8 +154,9 @@ def validate_classifier_config(config: Any) -> None:
         if getattr(config, name) is not None:
             finite_number(getattr(config, name), name)
     finite_number(config.kl_weight, "kl_weight")
-    if config.temperature is not None:
-        finite_number(config.temperature, "temperature", positive=True)
+    for name in ("temperature", "head_c"):
+        if getattr(config, name) is not None:
+            finite_number(getattr(config, name), name, positive=True)
     for name in ("pair_iterations", "lora_rank", "lora_alpha"):
         if getattr(config, name) is not None:
             positive_int(getattr(config, name), name)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -246,3 +248,51 @@ def test_setfit_on_minilm_through_the_cli(tmp_path, data_dir):
     theirs = model.setfit.predict_proba(sentences)
     for row, probabilities in zip(rows, theirs, strict=True):
         assert row["probabilities"]["positive"] == pytest.approx(float(probabilities[1]), abs=1e-5)
+
+
+def test_select_head_c_prefers_the_c_with_the_lowest_held_out_log_loss():
+    from infoprompt.kinds.setfit import HEAD_C_GRID, select_head_c
+
+    rng = np.random.default_rng(0)
+    # 19 well-separated classes of 3 rows on the unit sphere (SetFit's embeddings), one class with a single row:
+    # C = 1 shrinks the head towards the class prior there, a larger C separates the classes.
+    centres = rng.normal(size=(19, 32))
+    labels = np.concatenate([np.repeat(np.arange(18), 3), [18]])
+    features = centres[labels] + 0.05 * rng.normal(size=(len(labels), 32))
+    features /= np.linalg.norm(features, axis=1, keepdims=True)
+    chosen, losses = select_head_c(features, labels, HEAD_C_GRID, 100, seed=1)
+    assert set(losses) == {f"{c:g}" for c in HEAD_C_GRID} and chosen > 1.0
+    assert losses[f"{chosen:g}"] == min(losses.values()) < losses["1"]
+    assert select_head_c(features, labels, HEAD_C_GRID, 100, seed=1) == (chosen, losses)  # deterministic
+    # Pure noise: no C predicts held-out rows, so the most regularised fit (the class prior) wins.
+    noise = rng.normal(size=(40, 32))
+    assert select_head_c(noise, np.arange(40) % 2, HEAD_C_GRID, 100, seed=1)[0] == min(HEAD_C_GRID)
+
+
+def test_head_c_options_reach_the_fit_the_record_and_the_saved_adapter(toy_task, tiny_bert_dir, tmp_path):
+    from infoprompt.kinds.setfit import HEAD_C_GRID
+
+    backbone = load_backbone(str(tiny_bert_dir))
+    spec = spec_for(toy_task, tiny_bert_dir, max_steps=2)
+    picked = dataclasses.replace(spec, classifier={"max_length": 32, "select_head_c": True})
+    record = run_training(picked, tmp_path / "picked", backbone=backbone)
+    chosen = record["selection"]["head_c"]
+    assert chosen in HEAD_C_GRID and set(record["selection"]["head_c_log_loss"]) == {f"{c:g}" for c in HEAD_C_GRID}
+    saved = json.loads((tmp_path / "picked" / "setfit_config.json").read_text())["settings"]
+    assert saved["head_c"] == chosen and saved["head_c_choices"] == list(HEAD_C_GRID)
+    loaded = load_adapter(tmp_path / "picked", backbone=backbone)
+    assert loaded.config.select_head_c is True and loaded.settings.head_c == chosen
+    assert chosen == loaded.setfit.model_head.C
+    from infoprompt.training import evaluate
+
+    assert evaluate(loaded, dev_examples(toy_task)) == record["metrics"]
+    fixed = dataclasses.replace(spec, classifier={"max_length": 32, "head_c": 100.0})
+    record = run_training(fixed, tmp_path / "fixed", backbone=backbone)
+    assert record.get("selection") is None
+    assert json.loads((tmp_path / "fixed" / "setfit_config.json").read_text())["settings"]["head_c"] == 100.0
+    for bad, message in (({"head_c": 1.0, "select_head_c": True}, "give one of them"),
+                         ({"head_c": 0.0}, "head_c must be"),):
+        with pytest.raises(UserError, match=message):
+            build_classifier(dataclasses.replace(spec, classifier={"max_length": 32, **bad}), backbone)
+    with pytest.raises(UserError, match="head_c is an option of the setfit and setfit-lora kinds"):
+        build_classifier(dataclasses.replace(spec, method="linear-probe", classifier={"head_c": 10.0}), backbone)

@@ -42,11 +42,13 @@ MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # Options of one kind only, left out of the saved config while unset.
-KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", "pair_iterations", "lora_rank", "lora_alpha", "lora_targets")
+KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", "pair_iterations", "lora_rank", "lora_alpha", "lora_targets",
+                    "head_c", "select_head_c")
 # The kinds that take each of these kind-only training options (``resolved`` refuses it on any other).
 LORA_KINDS = ("setfit-lora", "lora")
-OPTION_KINDS = {"pair_iterations": ("setfit", "setfit-lora"), "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
-                "lora_targets": LORA_KINDS}
+SETFIT_KINDS = ("setfit", "setfit-lora")
+OPTION_KINDS = {"pair_iterations": SETFIT_KINDS, "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
+                "lora_targets": LORA_KINDS, "head_c": SETFIT_KINDS, "select_head_c": SETFIT_KINDS}
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
 MULTI_LABEL_KINDS = ("linear-probe", "prompt")
@@ -104,6 +106,11 @@ class ClassifierConfig:
             ``α / r · B A x``); ``None``: 16.
         lora_targets: the ``setfit-lora`` and ``lora`` kinds only: names of the encoder modules LoRA adapts
             (peft's ``target_modules``); ``None``: the attention query and value projections.
+        head_c: the ``setfit`` and ``setfit-lora`` kinds only: inverse L2 strength C of the logistic-regression
+            head; ``None``: SetFit's default, 1.
+        select_head_c: the ``setfit`` and ``setfit-lora`` kinds only: pick the head's C on the few-shot draw
+            (stratified k-fold log-loss of the trained body's embeddings over a grid of C values) instead of
+            using a fixed one; ``None``: off.
         long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
             reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
             in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
@@ -161,6 +168,12 @@ class ClassifierConfig:
     lora_targets: tuple[str, ...] | None = field(default=None, metadata=cli(
         "setfit-lora, lora-ce only: comma-separated encoder module names LoRA adapts, e.g. query,key,value "
         "(default: the attention query and value projections)", type=NAME_LIST))
+    head_c: float | None = field(default=None, metadata=cli(
+        "setfit, setfit-lora only: C (inverse L2 strength) of the logistic-regression head (default SetFit's 1)",
+        type=POSITIVE_FLOAT))
+    select_head_c: bool | None = field(default=None, metadata=cli(
+        "setfit, setfit-lora only: pick the head's C on the few-shot draw by stratified cross-validation "
+        "(log-loss, C in 0.01 ... 1000) instead of a fixed C", switch="flag"))
     long_text: str = field(default="truncate", metadata=cli(
         "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
         "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
@@ -210,6 +223,8 @@ class ClassifierConfig:
         for name, kinds in OPTION_KINDS.items():
             if getattr(self, name) is not None and preset.kind not in kinds:
                 raise UserError(f"{name} is an option of the {' and '.join(kinds)} kinds, not of method {preset.name}")
+        if self.head_c is not None and self.select_head_c:
+            raise UserError("head_c fixes the head's C and select_head_c picks it on the draw: give one of them")
         check_labels(values["labels"], task)
         return ClassifierConfig(**values)
 

@@ -84,6 +84,8 @@ class SetFitSettings:
         max_steps: stop the body fine-tuning after this many steps (-1: all epochs).
         head_c: inverse L2 strength of the logistic-regression head (scikit-learn's and SetFit's default 1).
         head_max_iter: lbfgs iterations of the head (scikit-learn's and SetFit's default 100).
+        head_c_choices: C values to pick the head's C from on the few-shot draw (:func:`select_head_c`); empty:
+            ``head_c`` is used as it is. After a fit, ``head_c`` is the C the head was fitted with.
     """
 
     num_iterations: int = 20
@@ -94,14 +96,63 @@ class SetFitSettings:
     max_steps: int = -1
     head_c: float = 1.0
     head_max_iter: int = 100
+    head_c_choices: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "head_c_choices", tuple(self.head_c_choices))  # as JSON gives it
 
     def to_json(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["head_c_choices"] = list(self.head_c_choices)
+        return data
+
+
+# The C values select_head_c picks from: SetFit's fixed 1 sits in the middle of a log grid.
+HEAD_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+HEAD_CV_FOLDS = 5
 
 
 def pair_options(config: ClassifierConfig) -> dict[str, object]:
-    """The SetFit settings an adapter config sets (``pair_iterations``); empty when it sets none."""
-    return {} if config.pair_iterations is None else {"num_iterations": config.pair_iterations}
+    """The SetFit settings an adapter config sets (pairs, the head's C or its selection); empty when it sets none."""
+    options: dict[str, object] = {}
+    if config.pair_iterations is not None:
+        options["num_iterations"] = config.pair_iterations
+    if config.head_c is not None:
+        options["head_c"] = config.head_c
+    if config.select_head_c:
+        options["head_c_choices"] = HEAD_C_GRID
+    return options
+
+
+def select_head_c(features: np.ndarray, labels: np.ndarray, choices: Sequence[float], max_iter: int,
+                  seed: int) -> tuple[float, dict[str, float]]:
+    """The C of ``choices`` whose logistic regression has the lowest stratified k-fold log-loss on the draw
+    (ties: the smaller C), and each C's mean held-out log-loss. A class missing from a fold's training part gets
+    probability 1e-6 on that fold's held-out rows; k is at most the draw's smallest class count (at least 2)."""
+    import warnings
+
+    from sklearn.model_selection import StratifiedKFold
+
+    classes = np.unique(labels)
+    smallest = int(np.bincount(np.searchsorted(classes, labels)).min())
+    folds = StratifiedKFold(n_splits=max(2, min(HEAD_CV_FOLDS, smallest)), shuffle=True, random_state=seed)
+    losses: dict[str, float] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "least populated class has fewer members than n_splits" is expected
+        splits = list(folds.split(features, labels))
+        for c in choices:
+            total = 0.0
+            for fit_rows, held_rows in splits:
+                classifier = LogisticRegression(C=c, max_iter=max_iter, random_state=seed)
+                classifier.fit(features[fit_rows], labels[fit_rows])
+                probabilities = np.full((len(held_rows), len(classes)), 1e-6)
+                probabilities[:, np.searchsorted(classes, classifier.classes_)] = classifier.predict_proba(
+                    features[held_rows])
+                truth = probabilities[np.arange(len(held_rows)), np.searchsorted(classes, labels[held_rows])]
+                total -= float(np.log(np.clip(truth, 1e-12, None)).sum())
+            losses[f"{c:g}"] = total / len(labels)
+    best = min(choices, key=lambda c: (losses[f"{c:g}"], c))
+    return float(best), losses
 
 
 def render_text(template: Template, fields: dict[str, str], sep_token: str | None) -> str:
@@ -478,6 +529,18 @@ def fit_setfit(
     model.head.to(device)
     train_started = time.perf_counter()
     steps, losses = train_body(model, texts, labels, settings, config, log, device, callbacks)
+    selection = None
+    if settings.head_c_choices:
+        # The trained body's embeddings of the draw, as setfit's own head fit read them.
+        features = np.asarray(model.setfit.model_body.encode(texts, normalize_embeddings=model.setfit.normalize_embeddings,
+                                                             show_progress_bar=False), dtype=np.float64)
+        chosen, scores = select_head_c(features, np.asarray(labels), settings.head_c_choices, settings.head_max_iter,
+                                       config.seed)
+        settings = model.settings = dataclasses.replace(settings, head_c=chosen)
+        head = LogisticRegression(C=chosen, max_iter=settings.head_max_iter, random_state=model.config.init_seed)
+        model.setfit.model_head = head.fit(features, labels)
+        selection = {"head_c": chosen, "head_c_log_loss": scores}
+        log.write({"type": "selection", "step": steps, **selection})
     train_seconds = time.perf_counter() - train_started
     model.set_head(model.setfit.model_head)
     # The transformers trainer places the body itself (on the GPU when there is one): evaluate on ``device``.
@@ -487,6 +550,7 @@ def fit_setfit(
     result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last,
                         lr=settings.body_learning_rate, started=started, cache_seconds=0.0, train_seconds=train_seconds)
     result.timings["step_s"] = train_seconds / steps if steps else 0.0
+    result.selection = selection
     return result
 
 

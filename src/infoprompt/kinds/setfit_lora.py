@@ -4,7 +4,6 @@ shared encoder trained, then SetFit's logistic-regression head; saved as the LoR
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -69,6 +68,7 @@ class SetFitLoraSettings(SetFitSettings):
     layers: str = "attention-qv"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("rank", "alpha"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -80,7 +80,7 @@ class SetFitLoraSettings(SetFitSettings):
         object.__setattr__(self, "targets", tuple(self.targets))
 
     def to_json(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
+        data = super().to_json()
         data["targets"] = list(self.targets)
         return data
 
