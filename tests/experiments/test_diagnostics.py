@@ -34,3 +34,10 @@ def test_sections_render_as_markdown_tables_and_vanish_without_data():
     assert "| infoprompt-plus | sst2 | 64 | 3, 0 |" in selection_markdown(
         [record("infoprompt-plus", 1, 0.1, None, 3), record("infoprompt-plus", 2, 0.1, None, 0)])
     assert information_markdown([{"method": "warp", "status": "ok"}]) == "" and selection_markdown([]) == ""
+    # A head C picked by --select-head-c (no epochs) gets its own table; a selection of neither adds nothing.
+    picked = [{"method": "setfit-lora", "task": "semeval", "shots": 64, "status": "ok", "selection": {"head_c": c}}
+              for c in (10.0, 0.1)]
+    text = selection_markdown([*picked, record("infoprompt-plus", 1, 0.1, None, 3)])
+    assert "| setfit-lora | semeval | 64 | 10, 0.1 |" in text and "| infoprompt-plus | sst2 | 64 | 3 |" in text
+    assert text.count("### Selection") == 1 and "| method | task | shots | head C picked |" in text
+    assert selection_markdown([{"method": "m", "task": "t", "status": "ok", "selection": {"other": 1}}]) == ""

@@ -59,23 +59,27 @@ def information_markdown(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What a held-out or cross-validated selection can pick (a key of a record's ``selection``), and how it reads.
+SELECTED = {"epochs": ("Epochs picked on a held-out slice of each few-shot draw", "epochs picked"),
+            "head_c": ("The logistic head's C picked by cross-validation on each few-shot draw", "head C picked")}
+
+
 def selection_markdown(records: Sequence[dict[str, Any]]) -> str:
-    """Per method and task: the epoch counts picked on held-out slices of the few-shot draws."""
-    grouped: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    """Per method and task: what was picked on the few-shot draws (epoch counts, the head's C), one per seed."""
+    grouped: dict[str, dict[tuple[str, str, str], list[str]]] = {name: defaultdict(list) for name in SELECTED}
     for record in _finished(records):
-        selection = record.get("selection")
-        if selection:
-            grouped[(record["method"], record["task"], str(record.get("shots")))].append(int(selection["epochs"]))
-    if not grouped:
-        return ""
-    lines = [
-        "### Selection",
-        "",
-        "Epochs picked on a held-out slice of each few-shot draw (never on the evaluation split), one per seed.",
-        "",
-        "| method | task | shots | epochs picked |",
-        "|---|---|---|---|",
-    ]
-    for (method, task, shots), epochs in sorted(grouped.items()):
-        lines.append(f"| {method} | {task} | {shots} | {', '.join(str(e) for e in epochs)} |")
-    return "\n".join(lines) + "\n"
+        for name, picks in grouped.items():
+            value = (record.get("selection") or {}).get(name)
+            if value is not None:
+                picks[(record["method"], record["task"], str(record.get("shots")))].append(f"{value:g}")
+    lines: list[str] = []
+    for name, picks in grouped.items():
+        if not picks:
+            continue
+        what, column = SELECTED[name]
+        lines += ["### Selection" if not lines else "", "",
+                  f"{what} (never on the evaluation split), one per seed.", "",
+                  f"| method | task | shots | {column} |", "|---|---|---|---|"]
+        lines += [f"| {method} | {task} | {shots} | {', '.join(values)} |"
+                  for (method, task, shots), values in sorted(picks.items())]
+    return "\n".join(lines) + "\n" if lines else ""
