@@ -41,14 +41,13 @@ from infoprompt.validation import check_finite, check_labels, require_fingerprin
 MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
-# Options of one kind only, left out of the saved config while unset.
-KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", "pair_iterations", "lora_rank", "lora_alpha", "lora_targets",
-                    "head_c", "select_head_c")
-# The kinds that take each of these kind-only training options (``resolved`` refuses it on any other).
+# The kinds that take each kind-only training option (``resolved`` refuses it on any other).
 LORA_KINDS = ("setfit-lora", "lora")
 SETFIT_KINDS = ("setfit", "setfit-lora")
 OPTION_KINDS = {"pair_iterations": SETFIT_KINDS, "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
                 "lora_targets": LORA_KINDS, "head_c": SETFIT_KINDS, "select_head_c": SETFIT_KINDS}
+# Options of one kind only, left out of the saved config while unset (the two first have checks of their own).
+KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", *OPTION_KINDS)
 LONG_TEXTS = ("truncate", "chunk")
 # Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
 MULTI_LABEL_KINDS = ("linear-probe", "prompt")

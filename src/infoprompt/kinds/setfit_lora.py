@@ -44,7 +44,6 @@ LAYER_SETS = {
     "all-linear": {"bert": _BERT_ALL, "roberta": _BERT_ALL, "xlm-roberta": _BERT_ALL,
                    "mpnet": ("q", "k", "v", "o", "intermediate.dense", "output.dense")},
 }
-DEFAULT_TARGETS = LAYER_SETS["attention-qv"]
 
 
 @dataclass(frozen=True)
