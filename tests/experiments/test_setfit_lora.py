@@ -158,3 +158,33 @@ def test_setfit_lora_all_adapts_every_linear_layer_of_each_block_and_options_sti
     assert chosen.settings.rank == 2 and adapted_modules(chosen) == {"self.key"}
     with pytest.raises(UserError, match="layers must be one of attention-qv, all-linear"):
         SetFitLoraSettings(layers="everything")
+
+
+def test_the_cli_trains_setfit_lora_all_with_a_picked_head_c_and_refuses_bad_head_options(tiny_model_dirs, tmp_path,
+                                                                                        capsys):
+    from test_feature_store import ROWS, write_split
+
+    from infoprompt.cli import main
+    from infoprompt.io_utils import adapter_config_file
+    from infoprompt.kinds.setfit import HEAD_C_GRID
+
+    assert main(["train", "--help"]) == 0
+    usage = capsys.readouterr().out
+    assert "--head-c" in usage and "--select-head-c" in usage
+    assert main(["methods"]) == 0 and "setfit-lora-all" in capsys.readouterr().out
+    write_split(tmp_path / "data", ROWS)
+    train = ["train", "--task", "sst2", "--shots", "8", "--max-steps", "2", "--quiet", "--backbone",
+             str(tiny_model_dirs["bert"]), "--max-length", "48", "--data-dir", str(tmp_path / "data")]
+    out = tmp_path / "a"
+    assert main([*train, "--method", "setfit-lora-all", "--select-head-c", "--out", str(out)]) == 0
+    assert json.loads(adapter_config_file(out).read_text())["select_head_c"] is True
+    settings = json.loads((out / "setfit_lora_config.json").read_text())["settings"]
+    assert settings["layers"] == "all-linear" and settings["rank"] == 4 and settings["head_c"] in HEAD_C_GRID
+    for bad in (["--method", "setfit-lora", "--head-c", "0"],
+                ["--method", "setfit-lora", "--head-c", "10", "--select-head-c"],
+                ["--method", "lora-ce", "--select-head-c"]):
+        capsys.readouterr()
+        assert main([*train, *bad, "--out", str(tmp_path / "x")]) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and "head_c" in error[0].replace("-", "_")
+        assert not (tmp_path / "x").exists()
