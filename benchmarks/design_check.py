@@ -7,6 +7,10 @@ from the task's training split (disjoint), so design choices never see dev or te
 
 Each variant is ``name=method`` or ``name=method:{json}`` with ``classifier`` / ``training`` overrides.
 Prints one row per variant: the mean primary metric over seeds, each seed's value and the seconds per run.
+
+``--refit-head-c 1 10`` also scores SetFit-kind variants (setfit, setfit-lora) with their trained body and the
+head refitted on the draw at each given C (rows ``name@C=1``, ...): head choices compared on one body, one
+training run, since the body's training does not depend on the head.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def main() -> None:
     parser.add_argument("--variant", action="append", required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", help="append one JSON line per run here")
+    parser.add_argument("--refit-head-c", type=float, nargs="*", default=[],
+                        help="also score SetFit-kind variants with the head refitted at each of these C")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     task = get_task(args.task)
@@ -59,19 +65,23 @@ def main() -> None:
             spec = RunSpec(task=args.task, method=method, shots=args.shots, seed=seed, backbone=args.backbone,
                            classifier=overrides.get("classifier", {}), training=training)
             t0 = time.perf_counter()
-            record = run_training_on(spec, sample, scoring, backbone)
+            model, record = run_training_on(spec, sample, scoring, backbone)
             seconds = time.perf_counter() - t0
-            value = record["metrics"][task.primary_metric]
-            rows.setdefault(name, []).append((value, seconds))
-            extra = (record.get("selection") or {}).get("epochs")
-            print(f"{name:28s} seed {seed}: {value:.4f} ({seconds:.0f} s){'' if extra is None else f' epochs={extra}'}",
-                  flush=True)
-            if args.out:
-                with open(args.out, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps({"variant": name, "task": args.task, "backbone": args.backbone,
-                                             "seed": seed, "value": value, "seconds": seconds,
-                                             "information": record.get("information"),
-                                             "selection": record.get("selection")}) + "\n")
+            scored = [(name, record["metrics"][task.primary_metric], record)]
+            if args.refit_head_c and hasattr(model, "setfit"):
+                scored += [(f"{name}@C={c:g}", refit_head(model, sample, scoring, c, spec.training)[task.primary_metric],
+                            None) for c in args.refit_head_c]
+            for label, value, result in scored:
+                rows.setdefault(label, []).append((value, seconds))
+                extra = (result or {}).get("selection") or {}
+                print(f"{label:28s} seed {seed}: {value:.4f} ({seconds:.0f} s)"
+                      f"{''.join(f' {k}={v}' for k, v in extra.items() if k in ('epochs', 'head_c'))}", flush=True)
+                if args.out:
+                    with open(args.out, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps({"variant": label, "task": args.task, "backbone": args.backbone,
+                                                 "seed": seed, "value": value, "seconds": seconds,
+                                                 "information": (result or {}).get("information"),
+                                                 "selection": extra or None}) + "\n")
     print(f"\n| variant | mean {task.primary_metric} | per seed | s/run |\n|---|---|---|---|")
     for name, values in rows.items():
         mean = sum(v for v, _ in values) / len(values)
@@ -79,14 +89,33 @@ def main() -> None:
         print(f"| {name} | {mean:.4f} | {per} | {sum(s for _, s in values) / len(values):.0f} |")
 
 
-def run_training_on(spec: RunSpec, sample, scoring, backbone) -> dict:
-    """run_training with a given draw and scoring rows (both from the training split)."""
+def run_training_on(spec: RunSpec, sample, scoring, backbone) -> tuple[object, dict]:
+    """run_training with a given draw and scoring rows (both from the training split): the trained model and its
+    result record."""
     from infoprompt.kinds import kind_of
     from infoprompt.pipeline import build_classifier
 
     model = build_classifier(spec, backbone)
     result = kind_of(spec.method).trainer()(model, sample, scoring, spec.training)
-    return dataclasses.asdict(result)
+    return model, dataclasses.asdict(result)
+
+
+def refit_head(model, sample, scoring, c: float, training: TrainConfig) -> dict[str, float]:
+    """The metrics on ``scoring`` of a trained SetFit-kind model whose head is refitted on the draw at C = ``c``."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from infoprompt.training.data import encode_examples
+    from infoprompt.training.inference import evaluate_encoded
+
+    texts = model.texts(sample)
+    features = np.asarray(model.setfit.model_body.encode(texts, normalize_embeddings=model.setfit.normalize_embeddings,
+                                                         show_progress_bar=False), dtype=np.float64)
+    labels = encode_examples(model, sample).labels.tolist()
+    head = LogisticRegression(C=c, max_iter=model.settings.head_max_iter, random_state=model.config.init_seed)
+    model.set_head(head.fit(features, labels))
+    return evaluate_encoded(model, encode_examples(model, scoring), training.eval_batch_size, False,
+                            precision=training.precision)
 
 
 if __name__ == "__main__":
