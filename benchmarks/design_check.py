@@ -102,18 +102,14 @@ def run_training_on(spec: RunSpec, sample, scoring, backbone) -> tuple[object, d
 
 def refit_head(model, sample, scoring, c: float, training: TrainConfig) -> dict[str, float]:
     """The metrics on ``scoring`` of a trained SetFit-kind model whose head is refitted on the draw at C = ``c``."""
-    import numpy as np
     from sklearn.linear_model import LogisticRegression
 
     from infoprompt.training.data import encode_examples
     from infoprompt.training.inference import evaluate_encoded
 
-    texts = model.texts(sample)
-    features = np.asarray(model.setfit.model_body.encode(texts, normalize_embeddings=model.setfit.normalize_embeddings,
-                                                         show_progress_bar=False), dtype=np.float64)
     labels = encode_examples(model, sample).labels.tolist()
     head = LogisticRegression(C=c, max_iter=model.settings.head_max_iter, random_state=model.config.init_seed)
-    model.set_head(head.fit(features, labels))
+    model.set_head(head.fit(model.head_features(model.texts(sample)), labels))
     return evaluate_encoded(model, encode_examples(model, scoring), training.eval_batch_size, False,
                             precision=training.precision)
 

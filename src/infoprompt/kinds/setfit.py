@@ -320,6 +320,11 @@ class SetFitClassifier(BaselineModel):
         features = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
         return self.body(features)["sentence_embedding"]
 
+    def head_features(self, texts: Sequence[str]) -> np.ndarray:
+        """The body's embeddings of ``texts`` as setfit's own head fit reads them (float64, one row per text)."""
+        return np.asarray(self.setfit.model_body.encode(list(texts), normalize_embeddings=self.setfit.normalize_embeddings,
+                                                        show_progress_bar=False), dtype=np.float64)
+
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, None]:
         """Log-probabilities of the logistic-regression head (B, C) and the embeddings (B, D)."""
         features = self.embed(batch)
@@ -531,9 +536,7 @@ def fit_setfit(
     steps, losses = train_body(model, texts, labels, settings, config, log, device, callbacks)
     selection = None
     if settings.head_c_choices:
-        # The trained body's embeddings of the draw, as setfit's own head fit read them.
-        features = np.asarray(model.setfit.model_body.encode(texts, normalize_embeddings=model.setfit.normalize_embeddings,
-                                                             show_progress_bar=False), dtype=np.float64)
+        features = model.head_features(texts)
         chosen, scores = select_head_c(features, np.asarray(labels), settings.head_c_choices, settings.head_max_iter,
                                        config.seed)
         settings = model.settings = dataclasses.replace(settings, head_c=chosen)
