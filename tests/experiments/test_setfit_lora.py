@@ -188,3 +188,14 @@ def test_the_cli_trains_setfit_lora_all_with_a_picked_head_c_and_refuses_bad_hea
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and "head_c" in error[0].replace("-", "_")
         assert not (tmp_path / "x").exists()
+
+
+def test_wrapping_the_encoder_in_lora_shows_no_warning_about_peft_internals(bert_backbone):
+    import warnings
+
+    import infoprompt
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        infoprompt.make_classifier(bert_backbone, task="sst2", method="setfit-lora", seed=1, max_length=32)
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]

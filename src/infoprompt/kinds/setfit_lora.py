@@ -17,6 +17,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, replaced_directory, write_safetensors
 from infoprompt.kinds.common import write_adapter
 from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
+from infoprompt.kinds.peft_prompt import quiet_peft_wrap
 from infoprompt.kinds.registry import Kind, Method, get_method
 from infoprompt.kinds.setfit import (
     HEAD_ATTRIBUTES,
@@ -157,7 +158,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         settings = self.settings
         lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
                           target_modules=lora_targets(encoder, settings), bias="none")
-        with torch.random.fork_rng():
+        with torch.random.fork_rng(), quiet_peft_wrap():
             torch.manual_seed(self.config.init_seed)  # LoRA's A matrices start random, B at zero
             body[0].model = get_peft_model(encoder, lora)  # what the Transformer module runs (auto_model reads it)
         return body
