@@ -285,6 +285,25 @@ def test_only_one_worker_takes_over_a_stale_claim(tmp_path):
         path.unlink()
 
 
+def test_taking_over_a_stale_claim_removes_the_dead_workers_working_copies(tmp_path):
+    cells = load_cells(None, {**CELLS, "seeds": [1]})
+    path, record = claim_path(tmp_path, cells[0]), record_path(tmp_path, cells[0])
+    path.parent.mkdir(parents=True)
+    dead = 2**22 + 12345
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": dead, "started": "x"}))
+    abandoned = record.with_name(f".{record.name}.{dead}.k3x9.partial")
+    (abandoned / "run").mkdir(parents=True)
+    (abandoned / "run" / "adapter.safetensors").write_bytes(b"half written")
+    # another cell's copy of the same pid, and a live worker's copy of this cell, are not this takeover's
+    other = record.with_name(f".seed=2.json.{dead}.k3x9.partial")
+    live = record.with_name(f".{record.name}.{os.getppid()}.q7w2.partial")
+    other.mkdir()
+    live.mkdir()
+    assert try_claim(tmp_path, cells[0])
+    assert not abandoned.exists() and other.is_dir() and live.is_dir()
+    assert read_claim(path)["pid"] == os.getpid()
+
+
 def test_grid_training_values_are_checked_at_load():
     for training, message in (({"epochs": "two"}, "epochs must be"), ({"lr": -1}, "lr must be"),
                               ({"lr": "1e-3"}, "in YAML write numbers")):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import math
 import os
 import shlex
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import Cell
-from infoprompt.io_utils import atomic_write_json, atomic_write_text
+from infoprompt.io_utils import atomic_write_json, atomic_write_text, scratch_prefix
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -170,14 +172,15 @@ def try_claim(results_dir: str | Path, cell: Cell) -> bool:
     """Create the cell's claim file atomically (``O_EXCL``); ``False`` if a live worker holds it.
 
     Several sweeps, on one machine or many sharing the results directory, can then work through the same
-    grid without running a cell twice; a stale claim (see :func:`is_stale`) is taken over, by one worker only.
+    grid without running a cell twice; a stale claim (see :func:`is_stale`) is taken over, by one worker only,
+    which also removes the working copies the killed worker left beside the cell's record.
     """
     path = claim_path(results_dir, cell)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
-        return _take_over(path)
+        return _take_over(path, record_path(results_dir, cell))
     except OSError as error:
         raise UserError(f"cannot claim {path}: {error.strerror}") from None
     try:
@@ -189,7 +192,7 @@ def try_claim(results_dir: str | Path, cell: Cell) -> bool:
     return True
 
 
-def _take_over(path: Path) -> bool:
+def _take_over(path: Path, record: Path) -> bool:
     """Replace a stale claim with this worker's. Checking and replacing happen under a takeover lock
     (``<claim>.takeover``, ``O_EXCL``), so of two workers that find the same stale claim only one takes it."""
     claim = read_claim(path)
@@ -217,9 +220,18 @@ def _take_over(path: Path) -> bool:
         if not is_stale(claim):
             return False
         atomic_write_text(path, _claim_body())  # an atomic replace: the claim file never disappears
+        if not claim.get("unreadable"):
+            _remove_scratch_of(record, claim["pid"])
         return True
     finally:
         lock.unlink(missing_ok=True)
+
+
+def _remove_scratch_of(record: Path, pid: int) -> None:
+    """Delete the ``.<record>.<pid>.*.partial`` working copies of the dead worker ``pid`` (a killed process
+    cannot clean up after itself; each one holds a half-trained adapter of up to a few MB)."""
+    for scratch in record.parent.glob(f"{glob.escape(scratch_prefix(record.name))}{pid}.*.partial"):
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def foreign_claim_note(path: Path) -> str | None:

@@ -1,9 +1,12 @@
-"""What the non-PromptClassifier baselines share: config resolution, plain template, adapter files, CE loss."""
+"""What the non-PromptClassifier baselines share: config resolution, plain template, adapter files, CE loss, peft wrapping."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -161,3 +164,12 @@ def finish_fit(
             "step_s": 0.0,
         },
     )
+
+
+@contextlib.contextmanager
+def quiet_peft_wrap() -> Iterator[None]:
+    """peft reads ``is_gradient_checkpointing`` when it wraps a model, which transformers 5 deprecates; the
+    FutureWarning is about peft's code, not the user's, so it is silenced here and nowhere else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield

@@ -10,9 +10,8 @@ import torch
 from torch import nn
 
 from infoprompt.backbones import Backbone
-from infoprompt.kinds.common import BaselineModel, write_adapter
+from infoprompt.kinds.common import BaselineModel, quiet_peft_wrap, write_adapter
 from infoprompt.kinds.config import ClassifierConfig, read_weights
-from infoprompt.kinds.peft_prompt import quiet_peft_wrap
 from infoprompt.kinds.readouts import mean_pool
 from infoprompt.kinds.registry import Kind, Method
 from infoprompt.kinds.setfit_lora import SetFitLoraSettings, lora_options, lora_targets, structure_copy

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import warnings
 from pathlib import Path
 
 import torch
@@ -15,7 +13,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import replaced_directory
-from infoprompt.kinds.common import BaselineModel, write_adapter
+from infoprompt.kinds.common import BaselineModel, quiet_peft_wrap, write_adapter
 from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.kinds.registry import Kind, Method
 from infoprompt.templates import Batch
@@ -23,15 +21,6 @@ from infoprompt.training import train
 from infoprompt.validation import check_peft_adapter
 
 PEFT_DIR = "peft"
-
-
-@contextlib.contextmanager
-def quiet_peft_wrap():
-    """peft reads ``is_gradient_checkpointing`` when it wraps a model, which transformers 5 deprecates; the
-    FutureWarning is about peft's code, not the user's, so it is silenced here and nowhere else."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
 
 
 def sequence_classifier(backbone: Backbone, labels: tuple[str, ...], seed: int) -> PreTrainedModel:

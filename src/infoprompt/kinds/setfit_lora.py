@@ -15,9 +15,8 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, replaced_directory, write_safetensors
-from infoprompt.kinds.common import write_adapter
+from infoprompt.kinds.common import quiet_peft_wrap, write_adapter
 from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
-from infoprompt.kinds.peft_prompt import quiet_peft_wrap
 from infoprompt.kinds.registry import Kind, Method, get_method
 from infoprompt.kinds.setfit import (
     HEAD_ATTRIBUTES,
