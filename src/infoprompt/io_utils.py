@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import glob
 import io
 import json
 import math
@@ -38,6 +39,7 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
 # Hidden scratch names carry at most this many bytes of the target's name, so that a target whose own name is
 # legal (up to 255 bytes) never gets a scratch name over the file-system limit.
 SCRATCH_NAME_BYTES = 80
+SCRATCH_SUFFIX = ".partial"  # a run's or a sweep cell's working copy, renamed into place when complete
 # Paths that name the process's own streams or kernel objects: never a place for a temporary file and a rename.
 STREAM_ROOTS = ("/dev/", "/proc/", "/sys/")
 SHARED_MEMORY = "/dev/shm/"  # a tmpfs of ordinary files: written like any other directory
@@ -48,10 +50,18 @@ def scratch_directory(target: Path, failure: str) -> Path:
     complete; a directory that cannot be made is ``failure`` plus the target and the reason, in one line."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(target.name)}{os.getpid()}.", suffix=".partial",
+        return Path(tempfile.mkdtemp(prefix=f"{scratch_prefix(target.name)}{os.getpid()}.", suffix=SCRATCH_SUFFIX,
                                      dir=target.parent))
     except OSError as error:
         raise UserError(f"{failure} {target}: {error.strerror}") from None
+
+
+def remove_scratch_directories(target: Path, pid: int) -> None:
+    """Delete the :func:`scratch_directory` copies of ``target`` that process ``pid`` made: a killed process
+    cannot remove its own, so whoever takes over its work does."""
+    pattern = f"{glob.escape(scratch_prefix(target.name))}{pid}.*{SCRATCH_SUFFIX}"
+    for scratch in target.parent.glob(pattern):
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def scratch_prefix(name: str) -> str:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import json
 import math
 import os
 import shlex
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import Cell
-from infoprompt.io_utils import atomic_write_json, atomic_write_text, scratch_prefix
+from infoprompt.io_utils import atomic_write_json, atomic_write_text, remove_scratch_directories
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -221,17 +219,10 @@ def _take_over(path: Path, record: Path) -> bool:
             return False
         atomic_write_text(path, _claim_body())  # an atomic replace: the claim file never disappears
         if not claim.get("unreadable"):
-            _remove_scratch_of(record, claim["pid"])
+            remove_scratch_directories(record, claim["pid"])  # the killed worker's working copies
         return True
     finally:
         lock.unlink(missing_ok=True)
-
-
-def _remove_scratch_of(record: Path, pid: int) -> None:
-    """Delete the ``.<record>.<pid>.*.partial`` working copies of the dead worker ``pid`` (a killed process
-    cannot clean up after itself; each one holds a half-trained adapter of up to a few MB)."""
-    for scratch in record.parent.glob(f"{glob.escape(scratch_prefix(record.name))}{pid}.*.partial"):
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def foreign_claim_note(path: Path) -> str | None:
