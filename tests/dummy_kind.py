@@ -1,33 +1,47 @@
-"""A method kind that exists only for the tests: nearest class centroid on the frozen mean-pooled states.
+"""A kind that exists only for the tests: nearest class centroid on the frozen mean-pooled states.
 
-It is the whole of what a new kind needs: one module with a model class (built from a backbone and a config,
-loaded by ``load``), a fit and its method-table rows, described by one ``KIND``, plus one registry line,
-``register_kind(dummy_kind.KIND)`` (see tests/test_kinds.py).
+It is the whole of what a new kind needs: its options (a dataclass whose fields carry their flag and check), a
+model class (built from a backbone and a config, loaded by ``load``), a fit, its method-table rows and its
+capabilities, described by one ``KIND``, plus one registry line, ``register_kind(dummy_kind.KIND)`` (see
+tests/test_kinds.py). Nothing in the package names it.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from infoprompt.kinds.common import BaselineModel, finish_fit, write_adapter
-from infoprompt.kinds.config import read_weights
+from infoprompt.kinds.common import BaselineModel, finish_fit
+from infoprompt.kinds.options import KindOptions
 from infoprompt.kinds.readouts import mean_pool
-from infoprompt.kinds.registry import Kind, Method
+from infoprompt.kinds.registry import SHARED_PLAIN_PASS, Kind, Method
+from infoprompt.options import POSITIVE_FLOAT, option
 from infoprompt.training import JsonlLog, TrainConfig, batches, encode_examples, length_sorted, prompted_batch
 from infoprompt.training.contract import FitResult
 
 
+@dataclass(frozen=True)
+class CentroidOptions(KindOptions):
+    """``centroid_scale``: the logits are minus this times the squared distances to the class centroids."""
+
+    centroid_scale: float = option(1.0, "logits are minus this times the squared distance to each class centroid",
+                                   type=POSITIVE_FLOAT)
+
+
 class CentroidClassifier(BaselineModel):
-    """Logits are negative squared distances to each class's mean feature."""
+    """Logits are negative squared distances to each class's mean feature, scaled."""
 
     def __init__(self, backbone, config):
         super().__init__(backbone, config)
         self.encoder = backbone.model  # registered, so that .to(device) moves it with the centroids
         self.centroids = nn.Parameter(torch.zeros(len(self.config.labels), backbone.hidden_size), requires_grad=False)
+
+    @property
+    def feature_width(self) -> int:
+        return self.centroids.shape[1]
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {"centroids": self.centroids.detach().contiguous()}
@@ -36,16 +50,10 @@ class CentroidClassifier(BaselineModel):
     def forward(self, batch, pooled=None):
         states = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         features = mean_pool(states, batch.attention_mask)
-        return -torch.cdist(features, self.centroids).pow(2), features, None
+        return self.head_logits(features), features, None
 
-    def save_pretrained(self, directory) -> None:
-        write_adapter(Path(directory), self.trainable_state(), self.config)
-
-    @classmethod
-    def load(cls, directory, config, backbone):
-        model = cls(backbone, config)
-        model.centroids.data.copy_(read_weights(Path(directory), model.trainable_state())["centroids"])
-        return model.eval()
+    def head_logits(self, features):
+        return -self.config.options.centroid_scale * torch.cdist(features, self.centroids).pow(2)
 
 
 def fit_centroids(model, train_examples, eval_examples=None, config=None, log_path=None) -> FitResult:
@@ -63,7 +71,8 @@ def fit_centroids(model, train_examples, eval_examples=None, config=None, log_pa
                       started=started, cache_seconds=0.0, train_seconds=time.perf_counter() - started)
 
 
-KIND = Kind("centroid", CentroidClassifier, fit_centroids, methods=(
-    Method("centroid", None, "none", "cls", 0.0, 0.0, False, 0.0, kind="centroid",
-           description="test-only: nearest class centroid"),
-))
+KIND = Kind("centroid", CentroidClassifier, fit_centroids, options=CentroidOptions, capabilities={SHARED_PLAIN_PASS},
+            training_options=(), methods=(
+                Method("centroid", CentroidOptions(), description="test-only: nearest class centroid"),
+                Method("centroid-sharp", CentroidOptions(centroid_scale=4.0), description="test-only: sharper"),
+            ))

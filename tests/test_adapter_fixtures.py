@@ -14,7 +14,7 @@ import infoprompt
 from infoprompt.cli import main
 from infoprompt.io_utils import adapter_config_file
 from infoprompt.kinds import KINDS, kind_of
-from infoprompt.kinds.config import FORMAT_VERSION
+from infoprompt.kinds.config import CONFIG_NAME, FORMAT_VERSION
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded
 
@@ -76,3 +76,24 @@ def test_the_cli_predicts_what_a_committed_adapter_predicted(kind, tiny_bert_her
         got = [record["probabilities"][label] for label in expected["labels"]]
         assert got == pytest.approx(row, abs=TOLERANCE)  # the CLI rounds to 6 decimals
         assert record["label"] == expected["labels"][max(range(len(row)), key=row.__getitem__)]
+
+
+@pytest.mark.parametrize("kind", SAVED)
+def test_a_format_1_adapter_saved_again_in_format_2_predicts_bit_identically(kind, tiny_bert_here):
+    """The format-1 reader gives the model a format-2 adapter of it records: saved again (format 2) and loaded
+    back, it has the same config, the same trained tensors and predicts exactly the same probabilities."""
+    expected = expected_of(kind)
+    old = infoprompt.load_adapter(FIXTURES / kind)
+    assert expected["format_version"] == 1 and old.config.kind.name == kind
+    old.save_pretrained(tiny_bert_here / "again")
+    record = json.loads((tiny_bert_here / "again" / CONFIG_NAME).read_text(encoding="utf-8"))
+    assert record["format_version"] == FORMAT_VERSION == 2 and record["kind"] == kind
+    assert set(record["options"]) == set(KINDS[kind].options.names())
+    new = infoprompt.load_adapter(tiny_bert_here / "again")
+    assert new.config == old.config
+    kept = set(old.trainable_state()) - old.training_only_names()  # what prediction reads (not the critics)
+    assert kept and kept == set(new.trainable_state()) - new.training_only_names()
+    assert all(torch.equal(old.trainable_state()[name], new.trainable_state()[name]) for name in kept)
+    examples = [Example(fields=fields, source=f"input {i + 1}") for i, fields in enumerate(expected["inputs"])]
+    assert torch.equal(predict_encoded(new, encode_examples(new, examples)),
+                       predict_encoded(old, encode_examples(old, examples)))

@@ -48,7 +48,7 @@ def test_label_info_nce_prefers_features_grouped_by_label():
 def test_before_training_its_features_and_head_are_the_linear_probes(bert_backbone, toy_examples):
     model = contrastive(bert_backbone)
     probe = infoprompt.make_classifier(bert_backbone, task="sst2", method="linear-probe", seed=1, max_length=32)
-    assert model.config.template == "<cls> <p> {sentence} <sep>" and model.config.readout == "mean"
+    assert model.config.template == "<cls> <p> {sentence} <sep>" and model.config.options.readout == "mean"
     encoded, plain = encode_examples(model, toy_examples), encode_examples(probe, toy_examples)
     rows = list(range(len(toy_examples)))
     with torch.no_grad():
@@ -76,7 +76,7 @@ def test_training_moves_gate_and_prompts_refits_the_head_and_reloads(bert_backbo
 
     model.save_pretrained(tmp_path / "a")
     saved = json.loads(adapter_config_file(tmp_path / "a").read_text())
-    assert saved["temperature"] == 0.1 and saved["method"] == "infoprompt-contrastive"
+    assert saved["options"]["temperature"] == 0.1 and saved["method"] == "infoprompt-contrastive"
     loaded = infoprompt.load_adapter(tmp_path / "a", backbone=bert_backbone)
     assert type(loaded).__name__ == "ContrastivePromptClassifier" and loaded.config == model.config
     texts = [{"sentence": e.fields["sentence"]} for e in toy_examples[:4]]
@@ -85,16 +85,16 @@ def test_training_moves_gate_and_prompts_refits_the_head_and_reloads(bert_backbo
 
 def test_holdout_selection_scores_zero_epochs_first(bert_backbone, toy_examples, tmp_path):
     model = contrastive(bert_backbone, method="infoprompt-contrastive-no-info")
-    assert (model.config.beta, model.config.gamma) == (0.0, 0.0)
+    assert (model.config.options.beta, model.config.options.gamma) == (0.0, 0.0)
     result = infoprompt.train(model, toy_examples, None, TrainConfig(epochs=2, patience=0, **FAST))
     assert result.selection is not None and [c["epoch"] for c in result.selection["candidates"]] == [0, 1, 2]
 
 
 def test_temperature_is_its_own_option(bert_backbone):
-    assert contrastive(bert_backbone, temperature=0.5).config.temperature == 0.5
+    assert contrastive(bert_backbone, temperature=0.5).config.options.temperature == 0.5
     with pytest.raises(UserError, match="temperature must be a finite number > 0"):
         contrastive(bert_backbone, temperature=0.0)
-    with pytest.raises(UserError, match="temperature is an option of the infoprompt-contrastive methods"):
+    with pytest.raises(UserError, match=r"method infoprompt-plus \(kind prompt\) has no option temperature"):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", temperature=0.5)
     other = infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", max_length=32)
     assert "temperature" not in other.config.to_json()  # other kinds' adapters are written as before
@@ -113,7 +113,7 @@ def test_the_cli_trains_both_new_kinds_and_refuses_a_bad_temperature(tiny_model_
              "--max-length", "48", *common]
     assert main([*train, "--method", "infoprompt-contrastive", "--temperature", "0.5", "--n-prompts", "1",
                  "--out", str(tmp_path / "contrastive")]) == 0
-    assert json.loads(adapter_config_file(tmp_path / "contrastive").read_text())["temperature"] == 0.5
+    assert json.loads(adapter_config_file(tmp_path / "contrastive").read_text())["options"]["temperature"] == 0.5
     assert main([*train, "--method", "lora-ce", "--out", str(tmp_path / "lora")]) == 0
     for run in ("contrastive", "lora"):
         capsys.readouterr()

@@ -77,9 +77,9 @@ def test_kinds_that_are_not_an_encoder_pass_and_a_head_are_refused(kind, tmp_pat
 
 
 def test_a_span_probe_is_refused_and_a_mean_probe_is_not():
-    spans = ClassifierConfig(task="conll04-re", method="linear-probe", backbone="x", pooling="spans")
+    spans = ClassifierConfig.create(task="conll04-re", method="linear-probe", backbone="x", pooling="spans")
     assert "pooling 'spans'" in export_refusal(spans)
-    assert export_refusal(ClassifierConfig(task="sst2", method="linear-probe", backbone="x")) is None
+    assert export_refusal(ClassifierConfig.create(task="sst2", method="linear-probe", backbone="x")) is None
 
 
 def test_an_existing_output_directory_is_left_alone(tmp_path, capsys):

@@ -65,6 +65,6 @@ def test_one_pass_adapter_saves_and_loads_with_identical_predictions(bert_backbo
     train(model, toy_examples, None, TrainConfig(epochs=1, batch_size=4, progress=False))
     model.save_pretrained(tmp_path / "adapter")
     loaded = load_adapter(tmp_path / "adapter", backbone=bert_backbone)
-    assert loaded.config.pooling == "embeddings"
+    assert loaded.config.options.pooling == "embeddings"
     expected = predict_encoded(model, encode_examples(model, toy_examples))
     assert torch.equal(expected, predict_encoded(loaded, encode_examples(loaded, toy_examples)))

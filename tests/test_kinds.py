@@ -144,9 +144,26 @@ def test_one_loader_loads_every_kind(bert_backbone, toy_examples, tmp_path):
     assert type(infoprompt.load_adapter(tmp_path / "probe", backbone=bert_backbone)).__name__ == "LinearProbe"
 
 
-def test_make_classifier_names_an_unknown_option(bert_backbone):
-    with pytest.raises(UserError, match="unknown classifier option.*betta"):
+def test_make_classifier_names_an_unknown_option_and_the_kind(bert_backbone):
+    with pytest.raises(UserError, match="method infoprompt .kind prompt. has no option betta; its options: .*beta"):
         infoprompt.make_classifier(bert_backbone, "sst2", "infoprompt", betta=0.1)
+    with pytest.raises(UserError, match="method setfit .kind setfit. has no option beta"):
+        infoprompt.make_classifier(bert_backbone, "sst2", "setfit", beta=0.1)
+
+
+def test_no_list_of_kind_names_outside_the_kinds(tmp_path):
+    """What a kind can do is asked of the kind: no module outside kinds/ spells a tuple or set of kind names."""
+    names = set(KINDS)
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if "kinds" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                spelled = {item.value for item in node.elts if isinstance(item, ast.Constant)} & names
+                if len(spelled) >= 2 or (spelled and len(node.elts) == 1):
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {sorted(spelled)}")
+    assert found == []
 
 
 @pytest.fixture
@@ -154,8 +171,8 @@ def dummy_kind():
     import dummy_kind
 
     register_kind(dummy_kind.KIND)  # the one registry line a new kind needs
-    yield
-    del KINDS["centroid"], METHODS["centroid"]
+    yield dummy_kind
+    del KINDS["centroid"], METHODS["centroid"], METHODS["centroid-sharp"]
 
 
 def test_a_new_kind_trains_saves_loads_and_predicts_through_the_cli(dummy_kind, tiny_model_dirs, tmp_path, capsys):
@@ -174,10 +191,38 @@ def test_a_new_kind_trains_saves_loads_and_predicts_through_the_cli(dummy_kind, 
     assert json.loads(capsys.readouterr().out)["label"] in ("positive", "negative")
     results, grid = tmp_path / "results", tmp_path / "grid.yaml"
     grid.write_text(f"tasks: [sst2]\nmethods: [centroid]\nshots: [8]\nseeds: [1, 2]\nbackbone: {backbone}\n"
-                    "classifier: {max_length: 48}\n")
+                    "classifier: {max_length: 48, centroid_scale: 2.0}\n")
     assert main(["sweep", "--grid", str(grid), "--results", str(results), *common]) == 0
     assert main(["report", str(results), "--compare", "centroid:centroid"]) == 2  # a method against itself: refused
     assert main(["report", str(results)]) == 0
     report = (results / "report" / "report.md").read_text()
     assert "| centroid |" in report and len(list((results / "task=sst2" / "method=centroid").rglob("*.json"))) == 2
 
+
+def test_a_new_kinds_own_option_is_a_flag_checked_saved_and_refused_elsewhere(dummy_kind, tiny_model_dirs, tmp_path,
+                                                                             capsys):
+    """The throwaway kind's option reaches the command line, its check, its methods' presets and its saved
+    adapter with nothing but its module and the registry line; other kinds' options and training flags its fit
+    does not read are refused naming it, and its option is refused for the kinds that lack it."""
+    write_split(tmp_path / "data", ROWS)
+    train = ["train", "--task", "sst2", "--shots", "8", "--backbone", str(tiny_model_dirs["bert"]), "--max-length",
+             "48", "--data-dir", str(tmp_path / "data"), "--quiet"]
+    assert main(["train", "--help"]) == 0
+    assert "--centroid-scale" in capsys.readouterr().out
+    assert main([*train, "--method", "centroid", "--centroid-scale", "2", "--out", str(tmp_path / "two")]) == 0
+    saved = json.loads((tmp_path / "two" / "infoprompt_adapter.json").read_text())
+    assert saved["kind"] == "centroid" and saved["options"] == {"centroid_scale": 2.0}
+    assert main([*train, "--method", "centroid-sharp", "--out", str(tmp_path / "sharp")]) == 0
+    sharp = json.loads((tmp_path / "sharp" / "infoprompt_adapter.json").read_text())["options"]
+    assert sharp == {"centroid_scale": 4.0}  # the method's preset
+    one = infoprompt.load_adapter(tmp_path / "two")
+    assert isinstance(one.config.options, dummy_kind.CentroidOptions) and one.config.options.centroid_scale == 2.0
+    for bad, words in ((["--method", "centroid", "--centroid-scale", "0"], "centroid-scale"),
+                       (["--method", "centroid", "--beta", "0.1"], "--beta: not an option of method centroid (kind centroid)"),
+                       (["--method", "centroid", "--epochs", "2"], "--epochs: not an option of method centroid (kind centroid)"),
+                       (["--method", "linear-probe", "--centroid-scale", "2"], "(kind linear-probe)")):
+        capsys.readouterr()
+        assert main([*train, *bad, "--out", str(tmp_path / "x")]) == 2
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and words in error[0], error
+        assert not (tmp_path / "x").exists()

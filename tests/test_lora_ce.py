@@ -72,14 +72,14 @@ def test_rank_alpha_and_targets_are_options_kept_in_the_adapter(bert_backbone, t
     infoprompt.train(model, toy_examples, None, TrainConfig(epochs=1, select="none", **FAST))
     model.save_pretrained(tmp_path / "a")
     loaded = infoprompt.load_adapter(tmp_path / "a", backbone=bert_backbone)
-    assert (loaded.config.lora_rank, loaded.config.lora_targets) == (2, ("query",))
+    assert (loaded.config.options.lora_rank, loaded.config.options.lora_targets) == (2, ("query",))
     assert all(torch.equal(t, loaded.trainable_state()[k]) for k, t in model.trainable_state().items())
 
 
 def test_lora_options_are_refused_where_they_mean_nothing(bert_backbone):
-    with pytest.raises(UserError, match="lora_rank is an option of the setfit-lora and lora kinds, not of method"):
+    with pytest.raises(UserError, match=r"method infoprompt-plus \(kind prompt\) has no option lora_rank"):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", lora_rank=4)
-    with pytest.raises(UserError, match="pair_iterations is an option of the setfit and setfit-lora kinds"):
+    with pytest.raises(UserError, match=r"method lora-ce \(kind lora\) has no option pair_iterations"):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="lora-ce", pair_iterations=4)
     with pytest.raises(UserError, match="lora_rank must be a positive integer"):
         lora_with(bert_backbone, lora_rank=0)
@@ -87,7 +87,7 @@ def test_lora_options_are_refused_where_they_mean_nothing(bert_backbone):
         lora_with(bert_backbone, lora_targets=[])
     with pytest.raises(UserError, match="no_such_module"):
         lora_with(bert_backbone, lora_targets=["no_such_module"])
-    assert "lora_rank" not in lora(bert_backbone).config.to_json()  # unset: the adapter is written as before
+    assert lora(bert_backbone).config.to_json()["options"]["lora_rank"] == 8  # unset: the method's preset
 
 
 def lora_with(backbone, **options):
@@ -108,7 +108,7 @@ def test_the_cli_takes_the_lora_options_and_refuses_bad_ones_in_one_line(tiny_mo
              "--backbone", str(tiny_model_dirs["bert"]), "--max-length", "48", "--data-dir", str(tmp_path / "data")]
     assert main([*train, "--lora-rank", "2", "--lora-targets", "query, value", "--out", str(tmp_path / "a")]) == 0
     saved = json.loads(adapter_config_file(tmp_path / "a").read_text())
-    assert (saved["lora_rank"], saved["lora_targets"]) == (2, ["query", "value"])
+    assert (saved["options"]["lora_rank"], saved["options"]["lora_targets"]) == (2, ["query", "value"])
     for bad in (["--lora-targets", " , "], ["--lora-rank", "0"], ["--pair-iterations", "3"]):
         capsys.readouterr()
         assert main([*train, *bad, "--out", str(tmp_path / "x")]) == 2

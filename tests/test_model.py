@@ -63,7 +63,7 @@ def test_only_trained_parameters_are_saved(bert_backbone, tmp_path):
 
 def test_method_presets_switch_parts(bert_backbone):
     ip = tiny_classifier(bert_backbone, "infoprompt")
-    assert ip.head_mi is not None and ip.rep_mi is not None and ip.config.beta == 0.1 and ip.config.gamma == 0.05
+    assert ip.head_mi is not None and ip.rep_mi is not None and ip.config.options.beta == 0.1 and ip.config.options.gamma == 0.05
     assert tiny_classifier(bert_backbone, "infoprompt-no-head").head_mi is None
     assert tiny_classifier(bert_backbone, "infoprompt-no-rep").rep_mi is None
     warp = tiny_classifier(bert_backbone, "warp")

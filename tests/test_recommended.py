@@ -12,9 +12,8 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from infoprompt.kinds.config import count_spans
 from infoprompt.kinds.prompt.objectives import Bilinear, HeadMI, RepresentationMI, in_batch_info_nce
-from infoprompt.kinds.readouts import text_mean
+from infoprompt.kinds.readouts import count_spans, text_mean
 from infoprompt.logistic import REGULARISATION_C, head_from_sklearn
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.tasks import Example
@@ -99,7 +98,7 @@ def test_in_batch_representation_term_needs_no_plain_states():
 
 def test_text_mean_readout_is_the_mean_over_text_tokens_only(bert_backbone):
     model = build_classifier(RunSpec(task="sst2", method="infoprompt-plus", classifier={"max_length": 48}), bert_backbone)
-    assert model.config.readout == "mean"
+    assert model.config.options.readout == "mean"
     examples = [Example({"sentence": "a great movie"}, "positive"), Example({"sentence": "boring dull plot and bad story"}, "negative")]
     encoded = encode_examples(model, examples)
     batch = prompted_batch(model, encoded, [0, 1])
@@ -116,7 +115,7 @@ def test_text_mean_readout_is_the_mean_over_text_tokens_only(bert_backbone):
 
 def test_span_readout_on_relation_tasks_reads_both_mentions(bert_backbone):
     model = build_classifier(RunSpec(task="semeval", method="infoprompt-plus", classifier={"max_length": 60}), bert_backbone)
-    assert model.config.readout == "spans"
+    assert model.config.options.readout == "spans"
     # The span probe's features: every marked mention of the template (the pair in the sentence and again
     # around the mask), concatenated.
     assert count_spans(model.template) == 4
@@ -126,12 +125,12 @@ def test_span_readout_on_relation_tasks_reads_both_mentions(bert_backbone):
 def test_paper_presets_keep_the_mask_readout(bert_backbone):
     for method in ("infoprompt", "infoprompt-ce", "warp"):
         model = build_classifier(RunSpec(task="sst2", method=method, classifier={"max_length": 48}), bert_backbone)
-        assert model.config.readout == "mask" and model.config.mi_negatives == "paper"
+        assert model.config.options.readout == "mask" and model.config.options.mi_negatives == "paper"
 
 
 def test_a_readout_any_prompt_method_can_take(bert_backbone):
     model = build_classifier(RunSpec(task="sst2", method="warp", classifier={"readout": "mean", "max_length": 48}), bert_backbone)
-    assert model.config.readout == "mean"
+    assert model.config.options.readout == "mean"
     from infoprompt.errors import UserError
 
     with pytest.raises(UserError, match="spans"):

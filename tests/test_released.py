@@ -35,8 +35,9 @@ def test_the_released_layout_on_the_glue_templates():
 
 def test_it_builds_with_the_released_settings(tiny_backbone):
     model = released(tiny_backbone)
-    config = model.config
-    assert (config.beta, config.gamma, config.kl_weight, config.rank, config.pooling) == (0.2, 0.1, KL_WEIGHT, LATENT, "cls")
+    options = model.config.options
+    assert (options.beta, options.gamma, options.kl_weight, options.rank) == (0.2, 0.1, KL_WEIGHT, LATENT)
+    assert model.plain_pass_identity()["pooling"] == "cls"  # the generator reads the no-prompt pass's CLS state
     assert model.prompt.net[0].out_features == LATENT and model.prompt.net[2].out_features == 2 * tiny_backbone.hidden_size
     assert model.head.mean.out_features == LATENT and model.head.label_rows.shape == (2, tiny_backbone.hidden_size)
     # Each of the four places holds the two generated prompts.
@@ -44,7 +45,7 @@ def test_it_builds_with_the_released_settings(tiny_backbone):
     # The label rows start at the label words' embeddings, in this encoder's own vocabulary.
     tokenizer, embeddings = tiny_backbone.tokenizer, tiny_backbone.input_embeddings.weight
     great = tokenizer("great", add_special_tokens=False)["input_ids"]
-    assert torch.allclose(model.head.label_rows[config.labels.index("positive")], embeddings[great].mean(0))
+    assert torch.allclose(model.head.label_rows[model.config.labels.index("positive")], embeddings[great].mean(0))
     assert not any(p.requires_grad for p in model.encoder.parameters())
 
 
@@ -85,7 +86,7 @@ def mask_state_of_row(model, examples, cls_states: torch.Tensor, row: int) -> to
 def test_the_first_row_option_gives_every_row_the_first_examples_prompt(bert_backbone, toy_examples):
     own = released(bert_backbone)
     first_row = released(bert_backbone, released_batch_prompt=True)
-    assert first_row.config.released_batch_prompt and not own.config.released_batch_prompt
+    assert first_row.config.options.released_batch_prompt and not own.config.options.released_batch_prompt
     # Two rows whose generator inputs (the no-prompt CLS states) differ clearly, so their prompts do too.
     pair, cls_states = [toy_examples[0], toy_examples[1]], torch.randn(2, bert_backbone.hidden_size,
                                                                       generator=torch.Generator().manual_seed(0)) * 10
@@ -103,9 +104,9 @@ def test_the_first_row_option_gives_every_row_the_first_examples_prompt(bert_bac
 
 
 def test_the_first_row_method_row_and_the_flag_agree(bert_backbone):
-    assert released(bert_backbone, "infoprompt-released-first-row").config.released_batch_prompt
-    assert not released(bert_backbone, "infoprompt-released-first-row", released_batch_prompt=False).config.released_batch_prompt
-    with pytest.raises(UserError, match="released_batch_prompt is an option of the infoprompt-released"):
+    assert released(bert_backbone, "infoprompt-released-first-row").config.options.released_batch_prompt
+    assert not released(bert_backbone, "infoprompt-released-first-row", released_batch_prompt=False).config.options.released_batch_prompt
+    with pytest.raises(UserError, match=r"method infoprompt \(kind prompt\) has no option released_batch_prompt"):
         infoprompt.make_classifier(bert_backbone, "sst2", "infoprompt", released_batch_prompt=True)
 
 
@@ -121,7 +122,7 @@ def test_the_cli_trains_with_the_flag_and_the_adapter_keeps_it(tiny_model_dirs, 
                  "--shots", "8", "--n-prompts", "1", "--epochs", "1", "--backbone", str(tiny_model_dirs["bert"]),
                  "--max-length", "48", "--out", str(tmp_path / "run"), *common]) == 0
     saved = json.loads(adapter_config_file(tmp_path / "run").read_text())
-    assert saved["method"] == "infoprompt-released" and saved["released_batch_prompt"] is True
+    assert saved["method"] == "infoprompt-released" and saved["options"]["released_batch_prompt"] is True
     capsys.readouterr()
     assert main(["eval", "--adapter", str(tmp_path / "run"), *common]) == 0
     trained = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infoprompt.cli import POSITIVE, POSITIVE_FLOAT, build_parser, parse_shots, train_option_keys
+from infoprompt.cli import build_parser, parse_shots, train_option_keys
 from infoprompt.errors import UserError
+from infoprompt.options import POSITIVE, POSITIVE_FLOAT
 from infoprompt.run_config import apply_run_config, config_argv, read_run_config
 
 

@@ -20,8 +20,8 @@ from infoprompt.tasks.multilabel import encode_label_set
 
 LABELS_NAME = "classifier_labels.json"
 TASK_NAME = "classifier"
-# ClassifierConfig fields that Classifier sets itself (n_prompts and seed are options of their own).
-_MANAGED = {"task", "task_spec", "method", "backbone", "labels", "init_seed", "backbone_fingerprint"}
+# ClassifierConfig fields that Classifier sets itself (seed is an option of its own).
+_MANAGED = {"task", "task_spec", "method", "backbone", "options", "labels", "init_seed", "backbone_fingerprint"}
 _JSON_SCALARS = (str, int, float, bool)
 
 
@@ -30,10 +30,11 @@ class Classifier:
 
     ``Classifier(method="infoprompt-plus", backbone="minilm", **options)``: ``method`` is any row of
     ``infoprompt methods``; ``backbone`` a name, path or a loaded :class:`~infoprompt.backbones.Backbone`;
-    ``options`` are :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``n_prompts``, ``max_length``,
-    ``beta``, ...) and :class:`~infoprompt.training.TrainConfig` fields (``epochs``, ``lr``, ``device``, ...),
-    with ``seed`` (default 1) seeding both the initialisation and training; progress bars are off unless
-    ``progress=True``. An unknown option is a one-line error.
+    ``options`` are the shared :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``max_length``, ...),
+    the options of the method's kind (``n_prompts``, ``beta``, ``lora_rank``, ...) and the
+    :class:`~infoprompt.training.TrainConfig` fields its fit reads (``epochs``, ``lr``, ``device``, ...), with
+    ``seed`` (default 1) seeding both the initialisation and training; progress bars are off unless
+    ``progress=True``. An unknown option, or one the method's kind does not have or read, is a one-line error.
 
     Labels may be any hashable values. Inside, a class is named by the label's string form (``3`` -> ``"3"``),
     so two labels with the same string form (``1`` and ``"1"``) are an error. :meth:`predict` returns the
@@ -43,16 +44,22 @@ class Classifier:
 
     def __init__(self, method: str = "infoprompt-plus", backbone: Any = "minilm", **options: Any) -> None:
         from infoprompt.kinds.config import ClassifierConfig
-        from infoprompt.kinds.registry import get_method
-        from infoprompt.training.config import TrainConfig
+        from infoprompt.kinds.registry import KINDS, kind_of
+        from infoprompt.training.config import COMMON_TRAINING, TrainConfig
 
-        get_method(method)  # an unknown method fails here, not at fit
-        model_fields = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
+        kind = kind_of(method)  # an unknown method fails here, not at fit
+        shared = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
+        model_fields = shared | set(kind.own_options())
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-        unknown = sorted(set(options) - model_fields - train_fields)
+        anywhere = shared | train_fields | {name for other in KINDS.values() for name in other.own_options()}
+        unknown = sorted(set(options) - anywhere - {"seed"})
         if unknown:
             raise UserError(f"unknown Classifier option(s) {', '.join(unknown)}; known: "
                             f"{', '.join(sorted(model_fields | train_fields))}")
+        foreign = sorted(name for name in options if name not in model_fields and name not in COMMON_TRAINING
+                         and (name not in train_fields or name not in kind.training_options))
+        if foreign:
+            raise UserError(kind.lacking(method, foreign))
         self.method = method
         self.backbone = backbone
         self.seed = int(options.pop("seed", 1))

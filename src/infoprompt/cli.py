@@ -17,12 +17,14 @@ from infoprompt.experiments.cli import add_experiment_commands
 from infoprompt.export import add_export_command
 from infoprompt.options import (
     COUNT,
-    NON_NEGATIVE,
     POSITIVE,
-    POSITIVE_FLOAT,
     OneLineParser,
     add_config_options,
+    add_flags,
+    command_line_fields,
     config_overrides,
+    flag_values,
+    merged_flags,
     parse_shots,
     task_name,
 )
@@ -31,6 +33,7 @@ from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
 
 DEFAULT_SHOTS = 64
+DEFAULT_PROMPTS = 4  # --n-prompts for a kind with prompts, when not given
 SHOTS_UNSET = object()  # --shots not given: 64 for a task, every row of a --train-file
 
 
@@ -45,32 +48,27 @@ def method_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def kind_flags() -> dict[str, tuple[object, tuple[str, ...]]]:
+    """The flags of every registered kind's options, one per option name, with the kinds that have it (importing
+    the registry loads the model code, which every command that builds a parser needs anyway)."""
+    from infoprompt.kinds.registry import KINDS
+
+    return merged_flags((kind.name, kind.options) for kind in KINDS.values())
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     from infoprompt.kinds.config import ClassifierConfig
 
-    group = parser.add_argument_group("model (defaults come from the method)")
-    group.add_argument("--n-prompts", type=COUNT, default=4, help="prompt tokens n_p (default 4)")
+    group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
     add_config_options(group, ClassifierConfig)
+    add_flags(group, [(name, spec) for name, (spec, _) in kind_flags().items()])
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=POSITIVE, default=30, help="passes over the training set (at least 1)")
-    group.add_argument("--batch-size", type=POSITIVE, default=8, help="training examples per step (default 8)")
-    group.add_argument("--lr", type=POSITIVE_FLOAT, help="learning rate (default: the method's, 1e-3 for prompts)")
-    group.add_argument("--weight-decay", type=NON_NEGATIVE, default=0.01, help="AdamW weight decay (default 0.01)")
-    group.add_argument("--max-steps", type=POSITIVE, help="stop after this many steps")
-    group.add_argument("--eval-every", type=COUNT, default=0, help="periodic evaluation every N steps")
-    group.add_argument("--eval-every-epochs", type=COUNT, default=5, help="periodic evaluation every N epochs (0: none)")
-    group.add_argument("--eval-subset", type=COUNT, default=256, help="eval examples used by periodic evaluations")
-    group.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
-    group.add_argument("--select", choices=("none", "holdout"),
-                       help="none: train all epochs; holdout: pick the epoch count on a held-out slice of the few-shot "
-                            "draw, then retrain on all of it (default: the method's)")
-    group.add_argument("--holdout-fraction", type=float, default=0.25, help="share of each class held out by --select holdout")
-    group.add_argument("--patience", type=int, default=5, help="--select holdout stops after N epochs without improvement")
-    group.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
-                       help="start the head at the logistic-regression fit on the initial features (default: the method's)")
+    from infoprompt.training.config import TrainConfig
+
+    group = parser.add_argument_group("training (what the method's kind reads; the others are refused)")
+    add_config_options(group, TrainConfig)
     add_device_options(group)
 
 
@@ -80,22 +78,50 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                         help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
 
 
+def kind_options(args: argparse.Namespace) -> dict[str, object]:
+    """The kind options the command line set (``--n-prompts`` included)."""
+    return flag_values(args, [(name, spec) for name, (spec, _) in kind_flags().items()])
+
+
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The shared config fields and kind options the command line set, but the prompt count (a run's axis)."""
     from infoprompt.kinds.config import ClassifierConfig
 
-    return config_overrides(args, ClassifierConfig)
+    options = {name: value for name, value in kind_options(args).items() if name != "n_prompts"}
+    return {**config_overrides(args, ClassifierConfig), **options}
+
+
+def training_overrides(args: argparse.Namespace) -> dict[str, object]:
+    from infoprompt.training.config import TrainConfig
+
+    return config_overrides(args, TrainConfig)
 
 
 def training_config(args: argparse.Namespace, seed: int):
     from infoprompt.training.config import TrainConfig
 
-    return TrainConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay, seed=seed,
-        max_steps=args.max_steps, eval_every=args.eval_every, eval_every_epochs=args.eval_every_epochs,
-        eval_subset=args.eval_subset, feature_cache=not args.no_feature_cache, progress=not args.quiet,
-        device=args.device, precision=args.precision, select=args.select, holdout_fraction=args.holdout_fraction,
-        patience=args.patience, warm_start=args.warm_start,
-    )
+    return TrainConfig(seed=seed, progress=not args.quiet, device=args.device, precision=args.precision,
+                       **training_overrides(args))
+
+
+def refuse_foreign_flags(args: argparse.Namespace) -> None:
+    """One line naming the method's kind when the command line sets an option that kind does not have, or a
+    training option its fit does not read (``--epochs`` for SetFit, which runs its own schedule)."""
+    from infoprompt.kinds import kind_of
+    from infoprompt.training.config import COMMON_TRAINING, TrainConfig
+
+    kind = kind_of(args.method)
+    flags = {name: spec for name, (spec, _) in kind_flags().items()}
+    foreign = [flags[name].flag(name) for name in kind_options(args) if name not in kind.own_options()]
+    training = dict(command_line_fields(TrainConfig))
+    unread = [training[name].flag(name) for name in training_overrides(args)
+              if name not in COMMON_TRAINING and name not in kind.training_options]
+    if not foreign and not unread:
+        return
+    own = [flags[name].flag(name) for name in kind.own_options() if name in flags]
+    read = [spec.flag(name) for name, spec in training.items() if name in kind.training_options]
+    raise UserError(f"{', '.join(foreign + unread)}: not an option of method {args.method} (kind {kind.name}); its "
+                    f"options: {', '.join(own + read) or 'none'}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -103,11 +129,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.tracking import make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
+    refuse_foreign_flags(args)
     shots = args.shots
     if shots is SHOTS_UNSET:
         shots = None if args.train_file else DEFAULT_SHOTS  # a file trains on every row unless --shots says
+    n_prompts = DEFAULT_PROMPTS if args.n_prompts is None else args.n_prompts
     spec = RunSpec(
-        task=args.task, method=args.method, shots=shots, n_prompts=args.n_prompts, seed=args.seed,
+        task=args.task, method=args.method, shots=shots, n_prompts=n_prompts, seed=args.seed,
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
         train_file=args.train_file, eval_file=args.eval_file, keep_training_state=args.keep_training_state,
@@ -261,7 +289,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from infoprompt.kinds.registry import METHODS
 
     for preset in METHODS.values():
-        print(f"{preset.name:20s} β={preset.beta:<5g} γ={preset.gamma:<5g} lr={preset.lr:<6g} {preset.description}")
+        print(f"{preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
     return 0
 
 

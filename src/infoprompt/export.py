@@ -32,12 +32,6 @@ INSTALL_HINT = "pip install 'infoprompt[onnx]'"
 OPSET = 18
 # onnxruntime and PyTorch differ by float rounding only; more than this means the graph is wrong.
 PARITY_TOLERANCE = 1e-4
-EXPORTABLE_KINDS = ("linear-probe", "setfit", "setfit-lora")
-NOT_EXPORTABLE = {
-    "prompt": "prompt methods insert soft prompts (generated ones from a first encoder pass) at template positions, "
-              "which the tokenizer's inputs do not carry",
-    "peft": "peft prompt tuning prepends its virtual tokens inside peft's model; load it with PeftModel instead",
-}
 # Inputs the export is traced and checked on: texts of several lengths, so that no length is taken as fixed.
 SAMPLE_TEXTS = ("a short one", "a somewhat longer sentence to read", "yes",
                 "the longest of the sample sentences has quite a few more words than the others")
@@ -54,17 +48,15 @@ class ExportResult:
 
 
 def export_refusal(config: ClassifierConfig) -> str | None:
-    """Why the adapter cannot be exported as one encoder pass plus a head, or ``None`` when it can."""
-    from infoprompt.kinds import kind_of
+    """Why the adapter cannot be exported as one encoder pass plus a head, or ``None`` when it can: its kind
+    has the ONNX-export capability and its options keep it."""
+    from infoprompt.kinds.registry import ONNX_EXPORT, kinds_with
 
-    kind = kind_of(config.method).name
-    if kind not in EXPORTABLE_KINDS:
-        reason = NOT_EXPORTABLE.get(kind, "its inference is not one encoder pass plus a head")
-        return f"method {config.method} cannot be exported to ONNX: {reason} (exportable: {', '.join(EXPORTABLE_KINDS)})"
-    if config.pooling == "spans":
-        return ("a linear-probe with pooling 'spans' cannot be exported to ONNX: it reads entity-mention positions "
-                "that the tokenizer's inputs do not carry")
-    return None
+    reason = config.kind.refusal(ONNX_EXPORT, config.options)
+    if reason is None:
+        return None
+    return (f"method {config.method} cannot be exported to ONNX: {reason} (exportable kinds: "
+            f"{', '.join(kinds_with(ONNX_EXPORT))})")
 
 
 def require_onnx() -> None:
@@ -87,7 +79,7 @@ def probability_graph(model: nn.Module) -> nn.Module:
             self.model = model
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            # The exportable kinds read nothing of a batch but these two tensors.
+            # Kinds with the ONNX-export capability read nothing of a batch but these two tensors.
             batch = types.SimpleNamespace(input_ids=input_ids, attention_mask=attention_mask)
             scores, _, _ = self.model(batch)
             return scores.float().softmax(-1)  # the softmax of logits, or of log-probabilities, alike

@@ -30,8 +30,8 @@ def feature_key(model, examples: Sequence[Example], pairs: Sequence, precision: 
     config = model.config
     header = {
         "version": STORE_VERSION, "backbone": config.backbone_fingerprint, "template": config.template,
-        "n_prompts": config.n_prompts, "max_length": config.max_length, "truncate": config.truncate,
-        "pooling": config.pooling, "readout": config.readout, "precision": precision,
+        "max_length": config.max_length, "truncate": config.truncate, "precision": precision,
+        **model.plain_pass_identity(),  # the kind's settings the pass reads (prompt count, pooling, readout)
     }
     digest.update(json.dumps(header, sort_keys=True).encode())
     for example, pair in zip(examples, pairs, strict=True):

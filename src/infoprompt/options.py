@@ -1,22 +1,36 @@
-"""The command line's shared parts: the one-line-error parser, argparse types (counts, shots), and flags made from
-config dataclass fields' metadata; sub-command modules need nothing from :mod:`infoprompt.cli`, which stands on top."""
+"""The command line's shared parts: the one-line-error parser, argparse types (counts, shots), and config fields
+that carry their own check and flag (:func:`option`); sub-command modules need nothing from :mod:`infoprompt.cli`."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from infoprompt.validation import finite_number, module_names, nonnegative_int, option, positive_int
+from infoprompt.errors import UserError
+from infoprompt.validation import (
+    Rule,
+    finite_number,
+    fraction,
+    module_names,
+    nonnegative_int,
+    one_of,
+    positive_int,
+    positive_number,
+    token_budget,
+)
 
-POSITIVE = option(positive_int)
-COUNT = option(nonnegative_int)
-NON_NEGATIVE = option(finite_number, float)
-POSITIVE_FLOAT = option(lambda value, name: finite_number(value, name, positive=True), float)
+POSITIVE = Rule(positive_int)
+COUNT = Rule(nonnegative_int)
+NON_NEGATIVE = Rule(finite_number, float)
+POSITIVE_FLOAT = Rule(positive_number, float)
+FRACTION = Rule(fraction, float)
+TOKEN_BUDGET = Rule(token_budget)
 # "query,value" -> ("query", "value")
-NAME_LIST = option(module_names, lambda text: [part.strip() for part in text.split(",") if part.strip()])
+NAME_LIST = Rule(module_names, lambda text: [part.strip() for part in text.split(",") if part.strip()])
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,67 +55,121 @@ def parse_shots(value: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class CommandLine:
-    """How a config dataclass field appears on the command line (the field's ``metadata["cli"]``).
+class Option:
+    """How one config field is checked and shown on the command line (the field's ``metadata["option"]``).
 
     Attributes:
-        help: the flag's help text.
-        type: argparse type (a checker from this module); ``None`` for text.
+        help: the flag's help text; ``None``: the field has no flag (set in Python, by a method's preset or a file).
+        type: the value's :class:`~infoprompt.validation.Rule` (checked by
+            :func:`~infoprompt.validation.check_fields`; it also parses the flag's text); ``None``: text.
         choices: the values allowed, also shown in ``--help``.
         switch: ``"flag"`` for ``--x/--no-x`` (unset: the config's default) or ``"negate"`` for a ``--no-x``
             that sets the field to False.
+        preset: the field is part of what a method is (the prompt kind's prompt source, say): methods set it,
+            a user's overrides may not.
     """
 
-    help: str
-    type: Callable[[str], object] | None = None
-    choices: tuple[str, ...] | None = None
+    help: str | None = None
+    type: Rule | None = None
+    choices: tuple[Any, ...] | None = None
     switch: str | None = None
+    preset: bool = False
 
     def flag(self, name: str) -> str:
         return f"--{'no-' if self.switch == 'negate' else ''}{name.replace('_', '-')}"
 
+    def check(self, value: Any, name: str) -> None:
+        """Refuse a value outside the choices or against the rule (``None``, where the type allows it, passes)."""
+        if value is None:
+            return
+        if self.choices is not None:
+            one_of(value, name, self.choices)
+        if self.type is not None:
+            self.type.check(value, name)
 
-def cli(help: str, **options: object) -> dict[str, CommandLine]:
-    """Field metadata that puts a config field on the command line: ``field(default=..., metadata=cli(...))``."""
-    return {"cli": CommandLine(help, **options)}
+
+def option(default: Any = dataclasses.MISSING, help: str | None = None, *, type: Rule | None = None,
+           choices: Iterable[Any] | None = None, switch: str | None = None, preset: bool = False,
+           default_factory: Any = dataclasses.MISSING) -> Any:
+    """A config field with its check and its flag: ``n_prompts: int = option(4, "prompt tokens", type=COUNT)``."""
+    spec = Option(help, type, tuple(choices) if choices is not None else None, switch, preset)
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": spec})
 
 
-def command_line_fields(config_type: type) -> list[tuple[str, CommandLine]]:
-    return [(f.name, f.metadata["cli"]) for f in dataclasses.fields(config_type) if "cli" in f.metadata]
+def field_options(config_type: type) -> list[tuple[str, Option]]:
+    """Every field of ``config_type`` that carries an :class:`Option`, in field order."""
+    return [(f.name, f.metadata["option"]) for f in dataclasses.fields(config_type) if "option" in f.metadata]
+
+
+def command_line_fields(config_type: type) -> list[tuple[str, Option]]:
+    """The fields of ``config_type`` that have a flag."""
+    return [(name, spec) for name, spec in field_options(config_type) if spec.help is not None]
+
+
+def add_flags(group: argparse.ArgumentParser | argparse._ArgumentGroup, entries: Iterable[tuple[str, Option]]) -> None:
+    """One flag per ``(name, option)``; an unset flag leaves the field to the config (and the method's preset)."""
+    for name, spec in entries:
+        if spec.switch == "negate":
+            group.add_argument(spec.flag(name), dest=f"no_{name}", action="store_true", help=spec.help)
+        elif spec.switch == "flag":
+            group.add_argument(spec.flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                               help=spec.help)
+        else:
+            group.add_argument(spec.flag(name), dest=name, type=spec.type, choices=spec.choices, help=spec.help)
 
 
 def add_config_options(group: argparse.ArgumentParser | argparse._ArgumentGroup, config_type: type) -> None:
-    """One flag per field of ``config_type`` that carries :func:`cli` metadata; unset flags leave the field to
-    the config (and the method's preset)."""
-    for name, line in command_line_fields(config_type):
-        if line.switch == "negate":
-            group.add_argument(line.flag(name), dest=f"no_{name}", action="store_true", help=line.help)
-        elif line.switch == "flag":
-            group.add_argument(line.flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
-                               help=line.help)
-        else:
-            group.add_argument(line.flag(name), dest=name, type=line.type, choices=line.choices, help=line.help)
+    """One flag per field of ``config_type`` that has one."""
+    add_flags(group, command_line_fields(config_type))
+
+
+def flag_values(args: argparse.Namespace, entries: Iterable[tuple[str, Option]]) -> dict[str, object]:
+    """The fields among ``entries`` that the command line set, as keyword arguments."""
+    values: dict[str, object] = {}
+    for name, spec in entries:
+        if spec.switch == "negate":
+            if getattr(args, f"no_{name}", False):
+                values[name] = False
+        elif getattr(args, name, None) is not None:
+            values[name] = getattr(args, name)
+    return values
 
 
 def config_overrides(args: argparse.Namespace, config_type: type) -> dict[str, object]:
     """The fields of ``config_type`` that the command line set, as keyword arguments."""
-    overrides: dict[str, object] = {}
-    for name, line in command_line_fields(config_type):
-        if line.switch == "negate":
-            if getattr(args, f"no_{name}", False):
-                overrides[name] = False
-        elif getattr(args, name, None) is not None:
-            overrides[name] = getattr(args, name)
-    return overrides
+    return flag_values(args, command_line_fields(config_type))
+
+
+def merged_flags(owners: Iterable[tuple[str, type]]) -> dict[str, tuple[Option, tuple[str, ...]]]:
+    """The flags of several options classes (``(owner name, class)`` pairs: each kind's options), one per field
+    name: its option, with the choices of every owner and a help text naming the owners, and the owners."""
+    found: dict[str, list[tuple[str, Option]]] = {}
+    for owner, options_type in owners:
+        for name, spec in command_line_fields(options_type):
+            found.setdefault(name, []).append((owner, spec))
+    merged = {}
+    for name, specs in found.items():
+        first = specs[0][1]
+        names = tuple(owner for owner, _ in specs)
+        helps: dict[str, list[str]] = {}
+        for owner, spec in specs:
+            helps.setdefault(spec.help, []).append(owner)
+        if len(helps) == 1:
+            text = f"{first.help} [{', '.join(names)}]"
+        else:
+            text = "; ".join(f"[{', '.join(owners)}] {help}" for help, owners in helps.items())
+        choices = None
+        if first.choices is not None:
+            choices = tuple(dict.fromkeys(choice for _, spec in specs for choice in spec.choices or ()))
+        merged[name] = (dataclasses.replace(first, help=text, choices=choices), names)
+    return merged
 
 
 def task_name(value: str) -> str:
     """argparse type for --task: a registered task (the list is in the error and in ``infoprompt tasks``)."""
-    from infoprompt.errors import UserError
     from infoprompt.tasks import get_task
 
     try:
         return get_task(value).name
     except UserError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-

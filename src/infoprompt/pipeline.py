@@ -18,6 +18,7 @@ from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
 from infoprompt.kinds import kind_of, make_classifier
+from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.tasks import (
     Example,
     FileColumns,
@@ -54,10 +55,11 @@ class RunSpec:
             ``task`` is ``None`` for a run on the user's own file (``train_file``).
         shots: training examples drawn with ``seed`` (every class present); ``None`` trains on the full split.
             On a ``train_file`` it counts examples **per class** (see :func:`draw_training_sample`).
-        n_prompts: prompt tokens ``n_p``.
+        n_prompts: prompt tokens ``n_p`` of a method with prompts (others take none).
         seed: seeds the few-shot draw, the initialisation and training.
         data_dir: data directory (else ``$INFOPROMPT_DATA_DIR``); ``source="hub"`` reads Hugging Face datasets.
-        classifier: overrides of :class:`~infoprompt.kinds.config.ClassifierConfig` fields (beta, gamma, ...).
+        classifier: the shared :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``max_length``, ...) and
+            options of the method's kind (``beta``, ``lora_rank``, ...) the run sets, over the method's preset.
         training: optimisation settings.
         cache_dir: where the packaged MPNet is extracted.
         sampling: how the few-shot draw shares ``shots`` over classes: ``proportional`` to their sizes (every
@@ -105,6 +107,10 @@ class RunSpec:
         nonnegative_int(self.seed, "seed")
         if not isinstance(self.training, TrainConfig):
             raise UserError(f"training must be a TrainConfig, got {self.training!r}")
+        if not isinstance(self.classifier, dict):
+            raise UserError(f"classifier must be a mapping of option names to values, got {self.classifier!r}")
+        # An option the method's kind lacks, or a bad value, fails here, before any data is read.
+        ClassifierConfig.create(task=self.task or "", method=self.method, backbone=self.backbone, **self.classifier)
 
     def columns(self) -> FileColumns:
         return FileColumns(text_column=self.text_column, text_pair_column=self.text_pair_column,
@@ -219,12 +225,9 @@ def adapter_bytes(directory: str | os.PathLike[str]) -> int:
 
 
 def save_adapter(model: Any, directory: str | os.PathLike[str], keep_training_state: bool = False) -> int:
-    """``model.save_pretrained(directory)`` (with the prompt kind's training-only parameters when asked) and
-    the size on disk of what it wrote, in bytes."""
-    if keep_training_state and hasattr(model, "training_only_names"):
-        model.save_pretrained(directory, keep_training_state=True)
-    else:
-        model.save_pretrained(directory)
+    """``model.save_pretrained(directory)`` (with its kind's training-only parameters when asked) and the size on
+    disk of what it wrote, in bytes."""
+    model.save_pretrained(directory, keep_training_state=keep_training_state)
     return adapter_bytes(directory)
 
 

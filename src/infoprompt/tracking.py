@@ -188,7 +188,8 @@ def _flatten(prefix: str, value: Any, into: dict[str, str]) -> None:
 
 def run_params(record: Mapping[str, Any]) -> dict[str, str]:
     """The run's settings as flat MLflow parameters: the spec as given (``spec.training.epochs``), the
-    classifier as resolved (``classifier.beta``) and the learning rate the run used."""
+    classifier as resolved (``classifier.max_length``, ``classifier.options.beta``) and the learning rate the
+    run used."""
     params: dict[str, str] = {}
     for name in ("task", "method", "shots", "n_prompts", "seed", "backbone", "lr", "n_train", "steps"):
         if name in record:

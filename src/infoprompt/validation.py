@@ -10,6 +10,7 @@ import types
 import typing
 import unicodedata
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from infoprompt.errors import UserError
@@ -61,21 +62,55 @@ def one_of(value: Any, name: str, choices: typing.Sequence[str]) -> str:
     return value
 
 
-def option(check: Callable[..., Any], parse: Callable[[str], Any] = int) -> Callable[[str], Any]:
-    """An argparse ``type=`` that parses a string and applies ``check``; argparse names the option."""
+@dataclass(frozen=True)
+class Rule:
+    """One kind of value: its check (``check(value, name)``, a one-line error naming ``name``) and how command-line
+    text becomes such a value. Calling a rule parses and checks text: it is an argparse ``type=``, and argparse
+    names the option in the error."""
 
-    def convert(text: str) -> Any:
+    check: Callable[[Any, str], Any]
+    parse: Callable[[str], Any] = int
+
+    def __call__(self, text: str) -> Any:
         try:
-            value = parse(text)
+            value = self.parse(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         try:
-            return check(value, "value")
+            return self.check(value, "value")
         except UserError as error:
             raise argparse.ArgumentTypeError(str(error).removeprefix("value ")) from None
 
-    convert.__name__ = getattr(check, "__name__", "value")
-    return convert
+
+def option(check: Callable[..., Any], parse: Callable[[str], Any] = int) -> Rule:
+    """An argparse ``type=`` that parses a string and applies ``check`` (a :class:`Rule`)."""
+    return Rule(check, parse)
+
+
+def positive_number(value: Any, name: str) -> float:
+    return finite_number(value, name, positive=True)
+
+
+def fraction(value: Any, name: str) -> float:
+    """A number strictly between 0 and 1 (a share held out, a probability cut)."""
+    if not 0 < finite_number(value, name) < 1:
+        raise UserError(f"{name} must be between 0 and 1, got {value}")
+    return float(value)
+
+
+def token_budget(value: Any, name: str) -> int:
+    """A positive token count no larger than :data:`MAX_LENGTH_LIMIT` (the backbone's own limit is checked when
+    it loads)."""
+    positive_int(value, name)
+    if value > MAX_LENGTH_LIMIT:
+        raise UserError(f"{name} must be at most {MAX_LENGTH_LIMIT}, got {value}")
+    return int(value)
+
+
+def distinct_names(value: Any, name: str) -> tuple[str, ...]:
+    if len(set(value)) != len(value):
+        raise UserError(f"{name} must be distinct, got {list(value)}")
+    return tuple(value)
 
 
 # -- dataclass field types ------------------------------------------------------------------------------------
@@ -124,52 +159,19 @@ def check_field_types(obj: Any, where: str = "") -> None:
             raise UserError(f"{prefix}{field.name} must be of type {_type_name(annotation)}, got {value!r}{hint}")
 
 
-def validate_train_config(config: Any, precisions: typing.Sequence[str], selections: typing.Sequence[str]) -> None:
-    """Types and ranges of a :class:`~infoprompt.training.TrainConfig`; ``epochs=0`` is refused."""
-    check_field_types(config)
-    one_of(config.precision, "precision", precisions)
-    positive_int(config.epochs, "epochs")
-    positive_int(config.batch_size, "batch_size")
-    positive_int(config.eval_batch_size, "eval_batch_size")
-    if config.lr is not None:
-        finite_number(config.lr, "lr", positive=True)
-    finite_number(config.weight_decay, "weight_decay")
-    if config.max_steps is not None:
-        positive_int(config.max_steps, "max_steps")
-    if config.grad_clip is not None:
-        finite_number(config.grad_clip, "grad_clip", positive=True)
-    for name in ("eval_every", "eval_every_epochs", "eval_subset"):
-        nonnegative_int(getattr(config, name), name)
-    if config.select is not None:
-        one_of(config.select, "select", selections)
-    if not 0 < finite_number(config.holdout_fraction, "holdout_fraction") < 1:
-        raise UserError(f"holdout_fraction must be between 0 and 1, got {config.holdout_fraction}")
-    nonnegative_int(config.patience, "patience")
-
-
-def validate_classifier_config(config: Any) -> None:
-    """Types and ranges of a :class:`~infoprompt.kinds.config.ClassifierConfig` (names are checked on :meth:`resolved`)."""
-    check_field_types(config)
-    for name in ("beta", "gamma"):
-        if getattr(config, name) is not None:
-            finite_number(getattr(config, name), name)
-    finite_number(config.kl_weight, "kl_weight")
-    for name in ("temperature", "head_c"):
-        if getattr(config, name) is not None:
-            finite_number(getattr(config, name), name, positive=True)
-    for name in ("pair_iterations", "lora_rank", "lora_alpha"):
-        if getattr(config, name) is not None:
-            positive_int(getattr(config, name), name)
-    if config.lora_targets is not None:
-        module_names(config.lora_targets, "lora_targets")
-    nonnegative_int(config.n_prompts, "n_prompts")
-    positive_int(config.n_negatives, "n_negatives")
-    positive_int(config.rank, "rank")
-    positive_int(config.max_length, "max_length")
-    if config.max_length > MAX_LENGTH_LIMIT:
-        raise UserError(f"max_length must be at most {MAX_LENGTH_LIMIT}, got {config.max_length}")
-    if len(set(config.labels)) != len(config.labels):
-        raise UserError(f"labels must be distinct, got {list(config.labels)}")
+def check_fields(obj: Any, where: str = "") -> None:
+    """The one check of every config dataclass and every kind's options: each field has its annotated type
+    (:func:`check_field_types`) and passes its own rule, the ``check(value, name)`` of the ``Option`` in its
+    metadata (:func:`infoprompt.options.option`: a choice, a positive count, a list of names, ...)."""
+    check_field_types(obj, where)
+    for field in dataclasses.fields(obj):
+        spec = field.metadata.get("option")
+        if spec is None:
+            continue
+        try:
+            spec.check(getattr(obj, field.name), field.name)
+        except UserError as error:
+            raise UserError(f"{where}: {error}" if where else str(error)) from None
 
 
 def check_labels(labels: typing.Sequence[str], task: Any) -> None:

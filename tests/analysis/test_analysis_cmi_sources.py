@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def save_tiny_adapter(backbone, directory, method: str = "infoprompt", task: str = "sst2"):
-    config = ClassifierConfig(
+    config = ClassifierConfig.create(
         task=task, method=method, backbone="tiny-bert", n_prompts=2, rank=4, max_length=48
     )
     model = PromptClassifier(backbone, config)

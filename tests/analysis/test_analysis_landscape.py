@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(backbone, method: str = "infoprompt", n_prompts: int = 1, **overrides) -> PromptClassifier:
-    config = ClassifierConfig(
+    config = ClassifierConfig.create(
         task="sst2",
         method=method,
         backbone="tiny-bert",

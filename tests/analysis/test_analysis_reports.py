@@ -34,7 +34,7 @@ def assert_written(directory, stem: str, suffixes: tuple[str, ...]) -> None:
 
 def test_cmi_report_compares_all_sources_with_both_estimators(bert_backbone, data_dir, tmp_path):
     adapter = tmp_path / "warp-adapter"
-    config = ClassifierConfig(task="sst2", method="warp", backbone="tiny", n_prompts=2, max_length=48)
+    config = ClassifierConfig.create(task="sst2", method="warp", backbone="tiny", n_prompts=2, max_length=48)
     PromptClassifier(bert_backbone, config).save_pretrained(adapter)
     out = tmp_path / "out"
     record = run_cmi(

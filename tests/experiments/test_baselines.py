@@ -156,14 +156,14 @@ def test_eval_and_predict_cli_work_for_baseline_adapters(method, training, toy_t
 
 def test_baselines_refuse_the_wrong_constructor_and_templates(toy_task, tiny_bert_dir, bert_backbone):
     task, _ = toy_task
-    config = ClassifierConfig(task=task, method="linear-probe", backbone=str(tiny_bert_dir), max_length=32)
+    config = ClassifierConfig.create(task=task, method="linear-probe", backbone=str(tiny_bert_dir), max_length=32)
     with pytest.raises(UserError, match="not a prompt-kind method"):
         PromptClassifier(bert_backbone, config)
     with pytest.raises(UserError, match="must have no <p>"):
-        PeftPromptClassifier(bert_backbone, ClassifierConfig(
+        PeftPromptClassifier(bert_backbone, ClassifierConfig.create(
             task=task, method="peft-prompt-tuning", backbone="x", max_length=32, template="<cls> <p> {sentence} <sep>"))
     with pytest.raises(UserError, match="exceeds"):
-        PeftPromptClassifier(bert_backbone, ClassifierConfig(task=task, method="peft-prompt-tuning", backbone="x",
+        PeftPromptClassifier(bert_backbone, ClassifierConfig.create(task=task, method="peft-prompt-tuning", backbone="x",
                                                              max_length=62))
 
 

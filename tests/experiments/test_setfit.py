@@ -153,7 +153,7 @@ def test_other_architectures_reload_and_agree_with_setfit(arch, toy_task, tiny_m
 
 def test_pairs_enter_setfit_with_the_tokenizers_separator(tiny_bert_dir):
     backbone = load_backbone(str(tiny_bert_dir))
-    model = SetFitClassifier(backbone, ClassifierConfig(task="mrpc", method="setfit", backbone="x", max_length=32))
+    model = SetFitClassifier(backbone, ClassifierConfig.create(task="mrpc", method="setfit", backbone="x", max_length=32))
     [pair] = model.template_encoder.encode_many([{"sentence1": "great movie", "sentence2": "bad film"}])
     ids = pair.plain.input_ids
     sep = backbone.tokenizer.sep_token_id
@@ -180,11 +180,11 @@ def test_long_inputs_keep_entity_mentions_or_are_refused(toy_task, tiny_bert_dir
     backbone = load_backbone(str(tiny_bert_dir))
     task, _ = toy_task
     template = "<cls> {sentence:cut-end} <sep>"
-    model = SetFitClassifier(backbone, ClassifierConfig(task=task, method="setfit", backbone="x", max_length=8,
+    model = SetFitClassifier(backbone, ClassifierConfig.create(task=task, method="setfit", backbone="x", max_length=8,
                                                         template=template))
     text, truncated = model.template_encoder.text({"sentence": "the movie was very very very good and funny"}, "row 1")
     assert truncated and len(model.template_encoder.token_ids([text])[0]) <= 8
-    strict = SetFitClassifier(backbone, ClassifierConfig(task=task, method="setfit", backbone="x", max_length=8,
+    strict = SetFitClassifier(backbone, ClassifierConfig.create(task=task, method="setfit", backbone="x", max_length=8,
                                                          template=template, truncate=False))
     with pytest.raises(UserError, match="row 1: input has"):
         strict.template_encoder.text({"sentence": "the movie was very very very good and funny"}, "row 1")
@@ -281,7 +281,7 @@ def test_head_c_options_reach_the_fit_the_record_and_the_saved_adapter(toy_task,
     saved = json.loads((tmp_path / "picked" / "setfit_config.json").read_text())["settings"]
     assert saved["head_c"] == chosen and saved["head_c_choices"] == list(HEAD_C_GRID)
     loaded = load_adapter(tmp_path / "picked", backbone=backbone)
-    assert loaded.config.select_head_c is True and loaded.settings.head_c == chosen
+    assert loaded.config.options.select_head_c is True and loaded.settings.head_c == chosen
     assert chosen == loaded.setfit.model_head.C
     from infoprompt.training import evaluate
 
@@ -294,5 +294,5 @@ def test_head_c_options_reach_the_fit_the_record_and_the_saved_adapter(toy_task,
                          ({"head_c": 0.0}, "head_c must be"),):
         with pytest.raises(UserError, match=message):
             build_classifier(dataclasses.replace(spec, classifier={"max_length": 32, **bad}), backbone)
-    with pytest.raises(UserError, match="head_c is an option of the setfit and setfit-lora kinds"):
+    with pytest.raises(UserError, match=r"\(kind [a-z-]+\) has no option head_c"):
         build_classifier(dataclasses.replace(spec, method="linear-probe", classifier={"head_c": 10.0}), backbone)

@@ -131,7 +131,7 @@ def test_pairs_rank_alpha_and_targets_are_options_that_reach_setfit_and_peft(toy
     loaded = load_adapter(out, backbone=backbone)
     assert loaded.settings == SetFitLoraSettings(num_iterations=2, rank=4, alpha=8, targets=("key",),
                                                  max_steps=loaded.settings.max_steps)
-    assert loaded.config.lora_targets == ("key",) and loaded.config.pair_iterations == 2
+    assert loaded.config.options.lora_targets == ("key",) and loaded.config.options.pair_iterations == 2
 
 
 def adapted_modules(model: SetFitLoraClassifier) -> set[str]:
@@ -177,7 +177,7 @@ def test_the_cli_trains_setfit_lora_all_with_a_picked_head_c_and_refuses_bad_hea
              str(tiny_model_dirs["bert"]), "--max-length", "48", "--data-dir", str(tmp_path / "data")]
     out = tmp_path / "a"
     assert main([*train, "--method", "setfit-lora-all", "--select-head-c", "--out", str(out)]) == 0
-    assert json.loads(adapter_config_file(out).read_text())["select_head_c"] is True
+    assert json.loads(adapter_config_file(out).read_text())["options"]["select_head_c"] is True
     settings = json.loads((out / "setfit_lora_config.json").read_text())["settings"]
     assert settings["layers"] == "all-linear" and settings["rank"] == 4 and settings["head_c"] in HEAD_C_GRID
     for bad in (["--method", "setfit-lora", "--head-c", "0"],

@@ -60,7 +60,7 @@ def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir,
     # Parameters: the spec as given and the classifier as resolved.
     assert runs.loc[0, "params.task"] == "sst2" and runs.loc[0, "params.method"] == "infoprompt"
     assert runs.loc[0, "params.spec.training.epochs"] == "2" and runs.loc[0, "params.classifier.max_length"] == "32"
-    assert float(runs.loc[0, "params.classifier.beta"]) == record["classifier"]["beta"]
+    assert float(runs.loc[0, "params.classifier.options.beta"]) == record["classifier"]["options"]["beta"]
     # Final metrics, and per-step losses and information terms with their step numbers.
     assert runs.loc[0, "metrics.accuracy"] == pytest.approx(record["metrics"]["accuracy"])
     client = mlflow.MlflowClient(store.as_uri())

@@ -145,7 +145,7 @@ def test_train_config_refuses_bad_values(field, value):
 ])
 def test_classifier_config_refuses_bad_values(field, value):
     with pytest.raises(UserError, match=field):
-        ClassifierConfig(task="sst2", method="warp", backbone="minilm", **{field: value})
+        ClassifierConfig.create(task="sst2", method="warp", backbone="minilm", **{field: value})
 
 
 def test_a_diverging_run_stops_with_a_clear_error_and_stores_nothing(tmp_path, sst2_dir, tiny_bert):
@@ -435,7 +435,10 @@ def test_a_read_only_directory_is_refused_before_training(tmp_path, sst2_dir, ti
 def test_wrong_adapter_configs_are_one_line(tiny_run, tmp_path, sst2_dir, change, message):
     adapter = copy_run(tiny_run, tmp_path)
     path = adapter / CONFIG_NAME
-    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    saved = json.loads(path.read_text())
+    for key, value in change.items():  # an option of the kind, or a field every kind has
+        (saved["options"] if key in saved["options"] else saved)[key] = value
+    path.write_text(json.dumps(saved))
     result = run_cli("eval", "--adapter", adapter, "--data-dir", sst2_dir, "--quiet")
     assert result.one_line_error and message in result.err and CONFIG_NAME in result.err
 

@@ -77,9 +77,9 @@ def relation_examples() -> list[Example]:
 
 def test_classifier_with_19_labels_verbalizer_and_head_loss(bert_backbone):
     torch.manual_seed(0)
-    config = ClassifierConfig(task="semeval", method="infoprompt", backbone="tiny-bert", max_length=48)
+    config = ClassifierConfig.create(task="semeval", method="infoprompt", backbone="tiny-bert", max_length=48)
     model = PromptClassifier(bert_backbone, config)
-    assert model.head.out_features == 19 and model.config.gamma > 0 and model.config.verbalizer_init
+    assert model.head.out_features == 19 and model.config.options.gamma > 0 and model.config.options.verbalizer_init
     rows = model.head.weight.detach()
     # every row came from its label words (the verbalizer init rescales rows to one norm) ...
     expected = 0.02 * math.sqrt(rows.shape[1])

@@ -50,7 +50,7 @@ def test_relation_probe_concatenates_four_mentions_and_learns(bert_backbone, dat
 def test_spans_pooling_is_refused_where_it_cannot_apply(bert_backbone):
     with pytest.raises(UserError, match="needs a template with entity fields"):
         probe(bert_backbone, "sst2")
-    with pytest.raises(UserError, match="linear-probe method only"):
+    with pytest.raises(UserError, match=r"method infoprompt \(kind prompt\): unknown pooling 'spans'; valid: mean"):
         build_classifier(RunSpec(task="conll04-ner", method="infoprompt", classifier={"pooling": "spans", "max_length": 60}),
                          bert_backbone)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
 from infoprompt.io_utils import adapter_config_file
+from infoprompt.kinds.config import read_adapter_config
 from infoprompt.pipeline import RunSpec, read_split, run_training
 from infoprompt.tasks import Example, get_task
 from infoprompt.training.config import TrainConfig
@@ -321,10 +321,10 @@ def read_cmi_values(csv_path: Path) -> dict[str, dict[str, np.ndarray]]:
 def _adapter_prompts(adapters: list[SourceSpec]) -> int | None:
     """n_p of the first adapter, read from its config (the adapters are loaded later, once)."""
     for spec in adapters:
-        path = adapter_config_file(Path(spec.adapter or ""))
-        if path is not None:
+        directory = Path(spec.adapter or "")
+        if adapter_config_file(directory) is not None:
             try:
-                return int(json.loads(path.read_text(encoding="utf-8")).get("n_prompts") or 0) or None
-            except (ValueError, json.JSONDecodeError):
+                return read_adapter_config(directory).n_prompts or None
+            except UserError:
                 return None
     return None

@@ -110,7 +110,7 @@ class LandscapeEvaluator:
             generator = torch.Generator().manual_seed(self.noise_seed)
             block = slice(index * n, (index + 1) * n)
             nce, _ = self.model.rep_mi(
-                prompts[block, 0], z[block], self.encoded.z_plain, self.model.config.n_negatives, generator
+                prompts[block, 0], z[block], self.encoded.z_plain, self.model.options.n_negatives, generator
             )
             rep[index] = nce.mean()
         return ce.numpy(), rep.numpy()

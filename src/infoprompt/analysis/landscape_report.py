@@ -114,9 +114,9 @@ def run_landscape(config: LandscapeConfig, backbone: Backbone | None = None) -> 
         task.name,
         landscape,
         probe,
-        beta=float(reference.config.beta),
+        beta=float(reference.options.beta),
         lr=config.lr if config.lr is not None else reference.preset.lr,
-        generated=reference.preset.prompt_source == "generated",
+        generated=reference.options.prompt_source == "generated",
     )
     atomic_write_json(output_path(config.out, name, ".json"), record)
     draw_landscape(record, arrays, output_path(config.out, name, ".png"))
@@ -287,7 +287,7 @@ def draw_landscape(record: dict[str, object], arrays: dict[str, np.ndarray], pat
     panels = [(heading("(a) task loss: cross-entropy", "task"), arrays["task_loss"])]
     if "rep_loss" in arrays:
         panels.append((heading("(b) representation loss: InfoNCE nce_rep", "rep"), arrays["rep_loss"]))
-    generated = get_method(record["method"]).prompt_source == "generated"
+    generated = get_method(record["method"]).options.prompt_source == "generated"
     kind = record.get("prompt_kind") or (
         "mean generated prompt over the probe" if generated else "static prompt"
     )

@@ -143,7 +143,7 @@ class StateCollector:
     # -- sources: each gives a classifier for the passes and a function (indices, pooled P') -> prompts
     def _carrier(self, n_prompts: int, template: str | None) -> PromptClassifier:
         """A classifier used only for its template and passes (its own prompt is never used)."""
-        config = ClassifierConfig(
+        config = ClassifierConfig.create(
             task=self.task.name,
             method="warp",
             backbone=self.backbone.name,
@@ -255,7 +255,7 @@ class StateCollector:
     def _plain_states(
         self, model: PromptClassifier, encoded: EncodedSet
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        key = f"{model.template.without_prompts().text}|{model.config.pooling}"
+        key = f"{model.template.without_prompts().text}|{model.options.pooling}"
         if key not in self._plain:
             # Run the no-prompt pass even for classifiers that skip it in training (static prompts).
             pooled = torch.empty(len(encoded), self.backbone.hidden_size)

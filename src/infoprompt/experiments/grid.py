@@ -15,8 +15,8 @@ import yaml
 
 from infoprompt.errors import UserError
 from infoprompt.io_utils import read_lines
-from infoprompt.kinds.config import ClassifierConfig
-from infoprompt.kinds.registry import get_method
+from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
+from infoprompt.kinds.registry import KINDS, get_method
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import get_task
 from infoprompt.tasks.sampling import ALLOCATIONS
@@ -31,10 +31,14 @@ DEFAULT_BLOCK: dict[str, Any] = {
 }
 # Fields of TrainConfig a grid may set; the seed comes from the cell and progress bars are the sweep's business.
 TRAINING_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "progress"))
-CLASSIFIER_KEYS = tuple(
-    f.name for f in dataclasses.fields(ClassifierConfig)
-    if f.name not in ("task", "method", "backbone", "n_prompts", "init_seed", "backbone_fingerprint", "labels")
-)
+
+
+def classifier_keys() -> tuple[str, ...]:
+    """The keys a grid's ``classifier`` mapping may hold: the shared config fields a run sets and every option of
+    a registered kind (each method of a block then checks that its kind has them)."""
+    shared = [f.name for f in dataclasses.fields(ClassifierConfig) if f.name not in SET_BY_CALLER]
+    options = [name for kind in KINDS.values() for name in kind.own_options() if name != "n_prompts"]
+    return tuple(dict.fromkeys([*shared, *options]))
 
 
 def shots_label(shots: int | None) -> str:
@@ -168,16 +172,17 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     n_prompts = _axis_values("n_prompts", block["n_prompts"], f"{where}.n_prompts")
     seeds = _axis_values("seeds", block["seeds"], f"{where}.seeds")
     training = _check_mapping(block["training"], TRAINING_KEYS, f"{where}.training")
-    classifier = _check_mapping(block["classifier"], CLASSIFIER_KEYS, f"{where}.classifier")
+    classifier = _check_mapping(block["classifier"], classifier_keys(), f"{where}.classifier")
     # Values are checked here, before any cell runs, not by the first cell that uses them.
     try:
         TrainConfig(**training)
     except (TypeError, UserError) as error:
         raise _fail(f"{where}.training", str(error)) from None
-    try:
-        ClassifierConfig(task=tasks[0], method=methods[0], backbone=str(block["backbone"]), **classifier)
-    except (TypeError, UserError) as error:
-        raise _fail(f"{where}.classifier", str(error)) from None
+    for method in methods:  # every method's kind must have every option the block sets
+        try:
+            ClassifierConfig.create(task=tasks[0], method=method, backbone=str(block["backbone"]), **classifier)
+        except (TypeError, UserError) as error:
+            raise _fail(f"{where}.classifier", str(error)) from None
     if not isinstance(block["backbone"], str) or not block["backbone"]:
         raise _fail(f"{where}.backbone", f"expected a backbone name or path, got {block['backbone']!r}")
     for name in ("data_dir", "cache_dir"):
@@ -190,7 +195,7 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     cells = []
     for task in tasks:
         for method in methods:
-            counts = n_prompts if presets[method].prompt_source is not None else [0]
+            counts = n_prompts if presets[method].uses_prompts else [0]
             for shot in shots:
                 for count in counts:
                     for seed in seeds:

@@ -1,4 +1,5 @@
-"""What the non-PromptClassifier baselines share: config resolution, plain template, adapter files, CE loss, peft wrapping."""
+"""What kinds' models share: the contract's defaults (AdapterModel), the plain-input base (BaselineModel), the plain
+template, adapter files, a fitted model's result, peft wrapping."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,6 +24,7 @@ from infoprompt.kinds.config import (
     ClassifierConfig,
     check_backbone,
     config_task,
+    read_weights,
 )
 from infoprompt.kinds.registry import get_method
 from infoprompt.tasks import TaskSpec
@@ -52,32 +55,82 @@ def plain_template(task: TaskSpec) -> str:
     return " ".join(parts)
 
 
-class TrainedParameters:
-    """For an ``nn.Module`` whose trained parameters are exactly those with ``requires_grad`` (the prompt kinds):
-    their state, and the trainable / frozen / total counts."""
+class AdapterModel(nn.Module):
+    """The defaults of the :class:`~infoprompt.training.contract.Adapter` contract for a kind's model.
+
+    Trained parameters are those with ``requires_grad``; none is training-only; the learning rate is constant;
+    the model reads no no-prompt pass (the three flags are False); its ``head`` is a linear layer on the
+    features ``forward`` returns, which a warm start sets. It is saved as ``adapter_model.safetensors`` (the
+    trained parameters) and ``infoprompt_adapter.json`` (the config) and loaded back into a fresh model of the
+    same config. A kind overrides what differs.
+    """
+
+    needs_features = False
+    generates_prompts = False
+    inference_needs_plain_pass = False
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
 
     def parameter_counts(self) -> dict[str, int]:
-        trainable = sum(p.numel() for p in self.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in self.parameters())
+        # A module shared twice (PEFT keeps the original head beside its trained copy) is counted once.
+        unique = {id(p): p for p in self.parameters()}.values()
+        trainable = sum(p.numel() for p in unique if p.requires_grad)
+        total = sum(p.numel() for p in unique)
         return {"trainable": trainable, "frozen": total - trainable, "total": total}
 
+    def training_only_names(self) -> set[str]:
+        """Trained parameters that prediction never reads (kept out of the adapter unless asked for)."""
+        return set()
 
-class BaselineModel(nn.Module):
-    """Base of the baselines; it offers the interface :mod:`infoprompt.training` and the pipeline use.
+    def lr_schedule(self, optimizer: torch.optim.Optimizer, total_steps: int) -> Any:
+        """The learning-rate scheduler the gradient loop steps after every optimiser step; ``None``: constant."""
+        return None
+
+    @property
+    def feature_width(self) -> int:
+        """Width of the features the head reads (the second output of ``forward``)."""
+        return self.head.in_features
+
+    def set_head(self, weight: Any, bias: Any) -> None:
+        """Set the linear head to ``weight`` (C, F) and ``bias`` (C,) (a logistic regression's, say)."""
+        with torch.no_grad():
+            self.head.weight.copy_(torch.as_tensor(weight, dtype=self.head.weight.dtype))
+            self.head.bias.copy_(torch.as_tensor(bias, dtype=self.head.bias.dtype))
+
+    def head_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The head's logits on features of ``forward`` (the server's shared plain pass reads them this way)."""
+        return self.head(features.to(self.head.weight.device, self.head.weight.dtype))
+
+    def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError(f"{type(self).__name__} reads no no-prompt pass (needs_features is False)")
+
+    def generator_input(self, plain: Batch) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} generates no prompts (generates_prompts is False)")
+
+    def plain_pass_identity(self) -> dict[str, object]:
+        raise NotImplementedError(f"{type(self).__name__} reads no no-prompt pass (needs_features is False)")
+
+    def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None:
+        """Write the trained parameters and the config (``keep_training_state``: no training-only ones here)."""
+        write_adapter(Path(directory), self.trainable_state(), self.config)
+
+    @classmethod
+    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> AdapterModel:
+        """A model of ``config`` on ``backbone`` with the trained parameters saved in ``directory``, checked."""
+        model = cls(backbone, config)
+        model.load_state_dict(read_weights(Path(directory), model.trainable_state()), strict=False)
+        return model.eval()
+
+
+class BaselineModel(AdapterModel):
+    """Base of the models that read the plain input (no prompt slots in their template): the probe, SetFit, peft,
+    LoRA.
 
     ``config`` is a :class:`~infoprompt.kinds.config.ClassifierConfig` (so adapters of every method share one
-    ``infoprompt_adapter.json`` schema); the fields a baseline does not use (beta, gamma, critics) stay at zero.
-    ``template_encoder`` encodes inputs without prompt slots; ``reserved`` positions stay free for prompts
-    that the baseline adds itself (PEFT prepends its virtual tokens).
+    ``infoprompt_adapter.json`` schema). ``template_encoder`` encodes inputs without prompt slots; ``reserved``
+    positions stay free for prompts that the baseline adds itself (PEFT prepends its virtual tokens).
     """
-
-    # The engine's flags (see infoprompt.training.contract.Adapter): a baseline reads no no-prompt pass.
-    needs_features = False
-    generates_prompts = False
-    inference_needs_plain_pass = False
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, reserved: int = 0):
         super().__init__()
@@ -85,7 +138,7 @@ class BaselineModel(nn.Module):
         self.preset = get_method(config.method)
         if config.template is None:
             config = dataclasses.replace(config, template=plain_template(self.task))
-        config = config.resolved(self.task, self.preset)
+        config = config.resolved(self.task)
         check_backbone(config, backbone, reserved)
         self.config = config
         self.backbone = backbone
@@ -112,16 +165,6 @@ class BaselineModel(nn.Module):
         pred = nn.functional.cross_entropy(logits, labels)
         zero = pred.new_zeros(())
         return LossTerms(total=pred, pred=pred, rep=zero, head=zero, kl=zero)
-
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach().contiguous() for name, p in self.named_parameters() if p.requires_grad}
-
-    def parameter_counts(self) -> dict[str, int]:
-        # A module shared twice (PEFT keeps the original head beside its trained copy) is counted once.
-        unique = {id(p): p for p in self.parameters()}.values()
-        trainable = sum(p.numel() for p in unique if p.requires_grad)
-        total = sum(p.numel() for p in unique)
-        return {"trainable": trainable, "frozen": total - trainable, "total": total}
 
 
 def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:
@@ -158,6 +201,7 @@ def finish_fit(
         timings={
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,
+            "selection_s": 0.0,
             "train_s": train_seconds,
             "periodic_eval_s": 0.0,
             "final_eval_s": final_seconds,

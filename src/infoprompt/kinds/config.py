@@ -1,10 +1,10 @@
-"""The adapter config every kind saves (``infoprompt_adapter.json``), its resolution against task and method, and
-the checked readers of a saved adapter's files."""
+"""The adapter config every kind saves (``infoprompt_adapter.json``): the fields every kind shares plus the kind's
+own options; its format-2 record, the checked readers of a saved adapter's config and files."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,17 @@ from infoprompt.io_utils import (
     adapter_config_file,
     read_json_object,
 )
-from infoprompt.kinds.readouts import READOUTS
-from infoprompt.kinds.registry import Method
-from infoprompt.options import NAME_LIST, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, cli
+from infoprompt.kinds.format_v1 import fields_from_v1
+from infoprompt.kinds.options import KindOptions
+from infoprompt.kinds.registry import (
+    LONG_TEXT_CHUNKS,
+    MULTI_LABEL,
+    Kind,
+    get_method,
+    kind_of,
+    kinds_with,
+)
+from infoprompt.options import TOKEN_BUDGET, option
 from infoprompt.tasks import (
     BUILTIN_TASKS,
     TASKS,
@@ -33,31 +41,25 @@ from infoprompt.tasks import (
     task_from_json,
     task_to_json,
 )
-from infoprompt.templates import Template
-from infoprompt.validation import check_finite, check_labels, require_fingerprint, validate_classifier_config
+from infoprompt.validation import (
+    Rule,
+    check_fields,
+    check_finite,
+    check_labels,
+    distinct_names,
+    require_fingerprint,
+)
 
-# Where the InfoNCE negatives come from: "paper" (no-prompt states, token embeddings) or "batch" (the other
-# examples' prompts).
-MI_NEGATIVES = ("paper", "batch")
-POOLINGS = ("mean", "cls", "embeddings", "spans")
-HEAD_SUMMARIES = ("predicted", "mean")
-# The kinds that take each kind-only training option (``resolved`` refuses it on any other).
-LORA_KINDS = ("setfit-lora", "lora")
-SETFIT_KINDS = ("setfit", "setfit-lora")
-OPTION_KINDS = {"pair_iterations": SETFIT_KINDS, "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
-                "lora_targets": LORA_KINDS, "head_c": SETFIT_KINDS, "select_head_c": SETFIT_KINDS}
-# Options of one kind only, left out of the saved config while unset (the two first have checks of their own).
-KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", *OPTION_KINDS)
 LONG_TEXTS = ("truncate", "chunk")
-# Kinds that train on multi-label tasks (a sigmoid head, a decision threshold picked on held-out shots).
-MULTI_LABEL_KINDS = ("linear-probe", "prompt")
-# Kinds whose head reads pooled encoder features, so that windows of a long text can be pooled into one.
-CHUNKING_KINDS = ("linear-probe",)
 CONFIG_NAME = ADAPTER_CONFIG_NAME  # read under the legacy name too: see read_adapter_config
 WEIGHTS_NAME = "adapter_model.safetensors"
 # Parameters only training uses (the prompt kind's information critics), kept apart on request.
 TRAINING_STATE_NAME = "training_state.safetensors"
-FORMAT_VERSION = 1
+# 1: one flat record of every kind's fields (up to infoprompt 0.1.0, read by format_v1.py); 2: the shared fields
+# plus "kind" and the kind's own "options".
+FORMAT_VERSION = 2
+# The fields of a config that a run's settings may give (a grid's `classifier`, make_classifier's options).
+SET_BY_CALLER = ("task", "method", "backbone", "options", "labels", "init_seed", "backbone_fingerprint")
 
 
 @dataclass
@@ -66,210 +68,155 @@ class ClassifierConfig:
 
     Attributes:
         task: task name (see ``infoprompt tasks``).
-        method: method name (see ``infoprompt methods``); supplies the defaults below.
+        method: method name (see ``infoprompt methods``); its kind owns ``options``, its row presets them.
         backbone: backbone name or path the adapter was trained on.
+        options: the kind's options (:class:`~infoprompt.kinds.options.KindOptions`); given as ``None`` (the
+            method's preset) or as a mapping of overrides of that preset (``{"beta": 0.2}``), each checked, an
+            option the kind lacks refused with one line naming the kind.
         labels: class names in head-row order.
-        n_prompts: number of prompt tokens ``n_p``.
-        template: template string; ``None`` picks the task's, adapted to the method's placement.
-        beta: weight of the representation MI loss; ``None`` takes the method's.
-        gamma: weight of the head MI loss; ``None`` takes the method's.
-        n_negatives: K, negatives per InfoNCE term.
-        rank: rank of each slot's up/down projection in generated prompts.
-        pooling: what the prompt generator reads as ``P'``: the no-prompt pass pooled by ``mean`` over tokens
-            or its ``cls`` state (the paper: ``P' = Φ(X)``), or ``embeddings``, the mean input embedding of
-            the tokens, which needs no encoder pass, so that prediction costs one pass instead of two.
-            ``spans`` (linear probe on span tasks only): the mean state of each entity mention, concatenated.
-        head_summary: how θ is summarised for the head loss: ``predicted`` or ``mean``.
-        readout: what the head reads from the prompted pass: the ``mask`` slot (the paper), the ``cls`` state,
-            the ``mean`` of the text-field states, ``spans`` (span tasks: the mean state of each entity
-            mention, concatenated) or ``auto`` (``spans`` where the template marks mentions, else ``mean``);
-            ``None`` takes the method's.
-        mi_negatives: the InfoNCE negatives of both information terms. ``paper``: no-prompt states for
-            I(P; Z | X) and token embeddings for I(P; θ | X), which a critic tells from prompts within a few
-            steps (the bound saturates); ``batch``: the prompts of the other examples of the batch, so the
-            critic has to pick the example's own prompt among prompts (the bound is capped at log B).
-            ``None`` takes the method's.
-        verbalizer_init: initialise head rows from label-word embeddings; ``None`` takes the method's.
-        generator_bias: generated prompts carry a bias initialised from token embeddings.
-        kl_weight: optional weight of KL(N(μ, σ) ‖ N(0, I)) on the variational Gaussians.
+        template: template string; ``None`` picks the task's, adapted to the kind (and method).
         max_length: token budget of one templated input.
         truncate: shorten text fields that do not fit (otherwise such an input is an error).
-        released_batch_prompt: the ``released`` kind only: insert the first example's generated prompt in
-            every row of a batch (the released code's behaviour); ``None`` takes the method's.
-        temperature: the ``contrastive`` kind only: temperature τ of its label-aware InfoNCE over cosine
-            similarities; ``None`` takes the method's.
-        pair_iterations: the ``setfit`` and ``setfit-lora`` kinds only: contrastive pairs per training example
-            and per polarity (SetFit's ``num_iterations``); ``None`` takes SetFit's default, 20.
-        lora_rank: the ``setfit-lora`` and ``lora`` kinds only: rank r of each LoRA update; ``None``: 8.
-        lora_alpha: the ``setfit-lora`` and ``lora`` kinds only: LoRA's scaling numerator α (the update is
-            ``α / r · B A x``); ``None``: 16.
-        lora_targets: the ``setfit-lora`` and ``lora`` kinds only: names of the encoder modules LoRA adapts
-            (peft's ``target_modules``); ``None``: the attention query and value projections.
-        head_c: the ``setfit`` and ``setfit-lora`` kinds only: inverse L2 strength C of the logistic-regression
-            head; ``None``: SetFit's default, 1.
-        select_head_c: the ``setfit`` and ``setfit-lora`` kinds only: pick the head's C on the few-shot draw
-            (stratified k-fold log-loss of the trained body's embeddings over a grid of C values) instead of
-            using a fixed one; ``None``: off.
         long_text: what becomes of a text longer than ``max_length`` tokens: ``truncate`` (cut; counted and
-            reported) or ``chunk`` (kinds that read pooled encoder features, the linear probe: the text is read
+            reported) or ``chunk`` (kinds with the long-text-chunks capability, the linear probe: the text is read
             in windows of ``max_length`` tokens, each encoded, and their pooled features averaged).
         init_seed: seed of the parameter initialisation.
         backbone_fingerprint: architecture and weight hash of the backbone, checked on load.
-        threshold: multi-label tasks: a label is predicted where its sigmoid probability reaches this value
-            (picked on a held-out slice of the few-shot draw when the adapter is fitted); ``None`` otherwise.
         task_spec: the task itself (:func:`~infoprompt.tasks.task_to_json`) for a task that is not built in
             (a user's file, a registered task), so that the adapter loads in any process without registration;
-            ``None`` for built-in tasks, found by name (and then not written, so their adapters stay as they were).
+            ``None`` for built-in tasks, found by name.
+        threshold: multi-label tasks: a label is predicted where its sigmoid probability reaches this value
+            (picked on a held-out slice of the few-shot draw when the adapter is fitted); ``None`` otherwise.
     """
 
     task: str
     method: str
     backbone: str
-    labels: tuple[str, ...] = ()
-    n_prompts: int = 4
-    template: str | None = field(default=None, metadata=cli(
-        "template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'"))
-    beta: float | None = field(default=None, metadata=cli("weight of the representation MI loss", type=NON_NEGATIVE))
-    gamma: float | None = field(default=None, metadata=cli("weight of the head MI loss", type=NON_NEGATIVE))
-    n_negatives: int = field(default=32, metadata=cli("K, negatives per InfoNCE term (default 32)", type=POSITIVE))
-    rank: int = field(default=64, metadata=cli("rank of the prompt generator projections (default 64)", type=POSITIVE))
-    pooling: str = field(default="mean", metadata=cli(
-        "generator input P': the no-prompt pass pooled by mean (default) or cls, or the mean input embedding "
-        "(embeddings: one encoder pass at prediction instead of two); spans: linear-probe on span tasks, the mean "
-        "state of each mention", choices=POOLINGS))
-    head_summary: str = field(default="predicted", metadata=cli(
-        "how θ is summarised for the head loss", choices=HEAD_SUMMARIES))
-    readout: str | None = field(default=None, metadata=cli(
-        "head features: the [MASK] state (paper), [CLS], the mean of the text tokens, the entity mentions (span "
-        "tasks), or auto (spans on span tasks, else mean)", choices=("auto", *READOUTS)))
-    mi_negatives: str | None = field(default=None, metadata=cli(
-        "InfoNCE negatives: paper (no-prompt states, token embeddings) or batch (other examples' prompts)",
-        choices=MI_NEGATIVES))
-    verbalizer_init: bool | None = field(default=None, metadata=cli(
-        "initialise head rows from label-word embeddings", switch="flag"))
-    generator_bias: bool = True
-    kl_weight: float = field(default=0.0, metadata=cli("weight of the optional KL term (default 0)", type=NON_NEGATIVE))
-    max_length: int = field(default=128, metadata=cli("token budget per input (default 128)", type=POSITIVE))
-    truncate: bool = field(default=True, metadata=cli("reject inputs longer than --max-length", switch="negate"))
-    released_batch_prompt: bool | None = field(default=None, metadata=cli(
-        "infoprompt-released only: every row of a batch gets the first example's generated prompt, as the authors' "
-        "released code does (default: the method's; off for infoprompt-released)", switch="flag"))
-    temperature: float | None = field(default=None, metadata=cli(
-        "infoprompt-contrastive only: temperature of the label-aware InfoNCE (default: the method's, 0.1)",
-        type=POSITIVE_FLOAT))
-    pair_iterations: int | None = field(default=None, metadata=cli(
-        "setfit, setfit-lora only: contrastive pairs per training example and polarity, SetFit's num_iterations "
-        "(default 20)", type=POSITIVE))
-    lora_rank: int | None = field(default=None, metadata=cli(
-        "setfit-lora, lora-ce only: LoRA rank r (default 8)", type=POSITIVE))
-    lora_alpha: int | None = field(default=None, metadata=cli(
-        "setfit-lora, lora-ce only: LoRA scaling alpha, the update is alpha/r * BAx (default 16)", type=POSITIVE))
-    lora_targets: tuple[str, ...] | None = field(default=None, metadata=cli(
-        "setfit-lora, lora-ce only: comma-separated encoder module names LoRA adapts, e.g. query,key,value "
-        "(default: the attention query and value projections)", type=NAME_LIST))
-    head_c: float | None = field(default=None, metadata=cli(
-        "setfit, setfit-lora only: C (inverse L2 strength) of the logistic-regression head (default SetFit's 1)",
-        type=POSITIVE_FLOAT))
-    select_head_c: bool | None = field(default=None, metadata=cli(
-        "setfit, setfit-lora only: pick the head's C on the few-shot draw by stratified cross-validation "
-        "(log-loss, C in 0.01 ... 1000) instead of a fixed C", switch="flag"))
-    long_text: str = field(default="truncate", metadata=cli(
-        "a text over --max-length tokens: truncate (cut, counted and reported; default) or chunk (linear-probe: "
-        "encode windows of --max-length tokens and average their pooled features)", choices=LONG_TEXTS))
+    options: KindOptions | Mapping[str, object] | None = None
+    labels: tuple[str, ...] = option((), type=Rule(distinct_names))
+    template: str | None = option(None, "template string, e.g. '<cls> <p> {sentence} <p> <mask> <p> <sep>'")
+    max_length: int = option(128, "token budget per input (default 128)", type=TOKEN_BUDGET)
+    truncate: bool = option(True, "reject inputs longer than --max-length", switch="negate")
+    long_text: str = option("truncate", "a text over --max-length tokens: truncate (cut, counted and reported; "
+                            "default) or chunk (linear-probe: encode windows of --max-length tokens and average "
+                            "their pooled features)", choices=LONG_TEXTS)
     init_seed: int = 0
     backbone_fingerprint: dict[str, object] = field(default_factory=dict)
     task_spec: dict[str, object] | None = None
     threshold: float | None = None
 
-    def resolved(self, task: TaskSpec, preset: Method) -> ClassifierConfig:
-        """A copy with every ``None`` default filled from the task and method."""
-        values = dataclasses.asdict(self)
-        values["labels"] = tuple(self.labels) or task.labels
-        values["beta"] = preset.beta if self.beta is None else self.beta
-        values["gamma"] = preset.gamma if self.gamma is None else self.gamma
-        values["verbalizer_init"] = preset.verbalizer_init if self.verbalizer_init is None else self.verbalizer_init
-        if preset.prompt_source is None:
-            values["n_prompts"] = 0
-        values["template"] = self.template or default_template(task, preset)
-        if self.pooling not in POOLINGS:
-            raise UserError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        if self.pooling == "spans" and preset.kind != "linear-probe":
-            raise UserError(f"pooling 'spans' is for the linear-probe method only, not {preset.name}")
-        values["readout"] = resolve_readout(self.readout or preset.readout, Template.parse(values["template"]), task, preset)
-        values["mi_negatives"] = self.mi_negatives or preset.mi_negatives
-        if values["mi_negatives"] not in MI_NEGATIVES:
-            raise UserError(f"mi_negatives must be one of {', '.join(MI_NEGATIVES)}, got {self.mi_negatives!r}")
-        if self.head_summary not in HEAD_SUMMARIES:
-            raise UserError(f"head_summary must be 'predicted' or 'mean', got {self.head_summary!r}")
-        if values["n_prompts"] < 0 or (preset.prompt_source and values["n_prompts"] == 0):
-            raise UserError(f"method {preset.name} needs at least one prompt token, got n_prompts={self.n_prompts}")
-        if is_multi_label(task) and preset.kind not in MULTI_LABEL_KINDS:
-            raise UserError(f"task {task.name} is multi-label, which method {preset.name} does not train; use "
-                            f"{' or '.join(MULTI_LABEL_KINDS)}")
-        if self.long_text not in LONG_TEXTS:
-            raise UserError(f"long_text must be one of {', '.join(LONG_TEXTS)}, got {self.long_text!r}")
-        if self.long_text == "chunk" and (preset.kind not in CHUNKING_KINDS or self.pooling == "spans"):
-            raise UserError(f"long_text 'chunk' reads windows of pooled encoder features: for "
-                            f"{', '.join(CHUNKING_KINDS)} (not pooling 'spans'), not method {preset.name}")
-        if self.n_negatives < 1:
-            raise UserError(f"n_negatives must be at least 1, got {self.n_negatives}")
-        if self.released_batch_prompt is not None and preset.kind != "released":
-            raise UserError(f"released_batch_prompt is an option of the infoprompt-released methods, not of {preset.name}")
-        if preset.kind == "contrastive":
-            values["temperature"] = preset.temperature if self.temperature is None else self.temperature
-        elif self.temperature is not None:
-            raise UserError(f"temperature is an option of the infoprompt-contrastive methods, not of {preset.name}")
-        for name, kinds in OPTION_KINDS.items():
-            if getattr(self, name) is not None and preset.kind not in kinds:
-                raise UserError(f"{name} is an option of the {' and '.join(kinds)} kinds, not of method {preset.name}")
-        if self.head_c is not None and self.select_head_c:
-            raise UserError("head_c fixes the head's C and select_head_c picks it on the draw: give one of them")
-        check_labels(values["labels"], task)
-        return ClassifierConfig(**values)
-
     def __post_init__(self) -> None:
-        if isinstance(self.lora_targets, list):
-            self.lora_targets = tuple(self.lora_targets)  # as JSON and YAML give it
-        validate_classifier_config(self)
+        if isinstance(self.labels, list):
+            self.labels = tuple(self.labels)  # as JSON gives them
+        kind = self.kind
+        if not isinstance(self.options, KindOptions):
+            if self.options is not None and not isinstance(self.options, Mapping):
+                raise UserError(f"options must be a mapping of option names to values, got {self.options!r}")
+            self.options = kind.options_for(get_method(self.method), dict(self.options or {}))
+        elif type(self.options) is not kind.options:
+            raise UserError(f"method {self.method} (kind {kind.name}) takes {kind.options.__name__}, "
+                            f"not {type(self.options).__name__}")
+        check_fields(self)
+
+    @classmethod
+    def create(cls, task: str, method: str, backbone: str, **given: object) -> ClassifierConfig:
+        """A config from flat keyword arguments, as a run's settings give them (``max_length=64, beta=0.2``): the
+        shared fields are set, every other name is an option of the method's kind (and refused if it is not)."""
+        shared = {f.name for f in dataclasses.fields(cls)} - {"options"}
+        return cls(task=task, method=method, backbone=backbone,
+                   options={name: value for name, value in given.items() if name not in shared},
+                   **{name: value for name, value in given.items() if name in shared})
+
+    @property
+    def kind(self) -> Kind:
+        """The kind of the config's method."""
+        return kind_of(self.method)
+
+    @property
+    def n_prompts(self) -> int:
+        """Prompt tokens the adapter inserts in an input (0 for kinds without prompts)."""
+        return self.options.prompt_tokens()
+
+    def with_options(self, **changes: object) -> ClassifierConfig:
+        """A copy whose options have ``changes`` (what a kind's own resolution fills in)."""
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+
+    def resolved(self, task: TaskSpec) -> ClassifierConfig:
+        """A copy with the task's labels where none are given, checked against what the kind can do: multi-label
+        tasks and texts read in windows need kinds with those capabilities. (A kind's own resolution, of the
+        template and its options, comes first, in its model.)"""
+        kind = self.kind
+        if is_multi_label(task) and kind.refusal(MULTI_LABEL, self.options) is not None:
+            raise UserError(f"task {task.name} is multi-label, which method {self.method} does not train; use a "
+                            f"method of kind {' or '.join(kinds_with(MULTI_LABEL))}")
+        if self.long_text == "chunk" and (reason := kind.refusal(LONG_TEXT_CHUNKS, self.options)) is not None:
+            raise UserError(f"long_text 'chunk' reads windows of pooled encoder features: for kinds "
+                            f"{', '.join(kinds_with(LONG_TEXT_CHUNKS))}, not method {self.method} ({reason})")
+        labels = tuple(self.labels) or task.labels
+        check_labels(labels, task)
+        return dataclasses.replace(self, labels=labels)
 
     def to_json(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
-        data["labels"] = list(self.labels)
-        # Left out at their defaults, so that adapters of built-in tasks stay byte-identical to earlier versions.
-        if self.task_spec is None:
-            del data["task_spec"]
-        if self.long_text == "truncate":
-            del data["long_text"]
-        if self.threshold is None:
-            del data["threshold"]
-        data["format_version"] = FORMAT_VERSION
-        for name in KIND_ONLY_FIELDS:
-            if data[name] is None:
-                del data[name]  # unset: adapters of the other kinds are written exactly as before it existed
+        """The format-2 record: the shared fields, ``kind`` and the kind's ``options``."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(format_version=FORMAT_VERSION, kind=self.kind.name, labels=list(self.labels),
+                    options=self.options.to_json())
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, object], where: str) -> ClassifierConfig:
+        """The config of a saved record of either format, checked; errors name ``where``."""
+        version = data.get("format_version", 1)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise UserError(f"{where}: format_version must be a positive integer, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise UserError(f"{where}: format_version {version} was written by a newer infoprompt; this one reads "
+                            f"formats 1 to {FORMAT_VERSION}")
+        if version == 1:
+            return checked_config(cls, None, fields_from_v1(data, where), where)
         data = dict(data)
-        data.pop("format_version", None)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        del data["format_version"]
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names - {"kind"})
         if unknown:
             raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
-        missing = [name for name in ("task", "method", "backbone") if name not in data]
+        missing = [name for name in ("task", "method", "backbone", "kind", "options") if name not in data]
         if missing:
             raise UserError(f"{where}: missing field(s) {', '.join(missing)}")
-        if not isinstance(data.get("labels", ()), list | tuple):
-            raise UserError(f"{where}: labels must be a list of names, got {data['labels']!r}")
-        data["labels"] = tuple(data.get("labels", ()))
-        try:
-            config = cls(**data)
-            task = config_task(config)
-            if config.labels:
-                check_labels(config.labels, task)
-        except UserError as error:
-            raise UserError(f"{where}: {error}") from None
-        return config
+        return checked_config(cls, data.pop("kind"), data, where)
+
+
+def checked_config(cls: type[ClassifierConfig], kind_name: object, values: dict[str, object],
+                   where: str) -> ClassifierConfig:
+    """A saved config from its field ``values`` (``options`` complete or not), with its kind, labels and task
+    checked; every error is one line naming ``where``."""
+    try:
+        kind = kind_of(str(values["method"]))
+        if kind_name is not None and kind_name != kind.name:
+            raise UserError(f"kind {kind_name!r} is not method {values['method']}'s kind {kind.name!r}")
+        labels = values.get("labels", ())
+        if not isinstance(labels, list | tuple):
+            raise UserError(f"labels must be a list of names, got {labels!r}")
+        saved = values.get("options")
+        if not isinstance(saved, Mapping):
+            raise UserError(f"options must be a mapping of option names to values, got {saved!r}")
+        values = {**values, "labels": tuple(labels), "options": saved_options(kind, values["method"], saved)}
+        config = cls(**values)
+        task = config_task(config)
+        if config.labels:
+            check_labels(config.labels, task)
+    except UserError as error:
+        raise UserError(f"{where}: {error}") from None
+    return config
+
+
+def saved_options(kind: Kind, method: object, values: Mapping[str, object]) -> KindOptions:
+    """The options a saved adapter records (an option it lacks, one added to the kind since, takes the method's
+    preset); a name the kind does not have is refused."""
+    unknown = sorted(set(values) - set(kind.options.names()))
+    if unknown:
+        raise UserError(kind.lacking(str(method), unknown))
+    return dataclasses.replace(get_method(str(method)).options, **values)
 
 
 def config_task(config: ClassifierConfig) -> TaskSpec:
@@ -311,43 +258,6 @@ def check_backbone(config: ClassifierConfig, backbone: Backbone, reserved: int =
             f"max_length={config.max_length}{extra} exceeds the {backbone.max_positions} positions of backbone "
             f"{backbone.name!r}"
         )
-
-
-def resolve_readout(readout: str, template: Template, task: TaskSpec, preset: Method) -> str:
-    """The readout a config asks for, with ``auto`` (the method's choice) made concrete: ``spans`` where the
-    template marks entity mentions, ``mean`` elsewhere."""
-    has_spans = count_spans(template) > 0
-    if readout == "auto":
-        return "spans" if has_spans else "mean"
-    if readout not in READOUTS:
-        raise UserError(f"readout must be one of auto, {', '.join(READOUTS)}, got {readout!r}")
-    if readout == "spans" and not has_spans:
-        raise UserError(f"readout 'spans' needs a task with entity mentions; {task.name} has none")
-    if readout == "mask" and preset.readout == "cls":
-        raise UserError(f"readout 'mask' needs a [MASK] slot, and method {preset.name}'s template has none")
-    return readout
-
-
-def count_spans(template: Template) -> int:
-    """Entity mentions a template marks (its ``{name:keep}`` fields)."""
-    return sum(policy == "keep" for policy in template.cut_policies.values())
-
-
-def default_template(task: TaskSpec, preset: Method) -> str:
-    template = Template.parse(task.template)
-    if preset.placement == "prepend":
-        if any(":" in part for part in template.parts):
-            # Span tasks split one sentence into fields with truncation policies: keep that text as it is.
-            # There the mask marks where the entity is; IDPG reads [CLS], so a literal "@" keeps the mark.
-            kept = ["@" if part == "<mask>" else part for part in template.parts if part not in ("<p>", "<cls>")]
-            return " ".join(["<cls>", "<p>", *kept])
-        fields = " <sep> ".join(f"{{{name}}}" for name in task.fields)
-        return f"<cls> <p> {fields} <sep>"
-    if preset.placement == "none":
-        template = template.without_prompts()
-    if preset.readout == "cls":
-        template = Template.parse(" ".join(p for p in template.parts if p != "<mask>"))
-    return template.text
 
 
 def load_saved(model_type: Any, directory: Path, config: ClassifierConfig, backbone: Backbone | None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult
 
 # Fields a caller sets through make_classifier's own arguments, not through ``options``.
-_NAMED = {"task", "task_spec", "method", "backbone", "n_prompts", "init_seed"}
+_NAMED = {"task", "task_spec", "method", "backbone", "options", "n_prompts", "init_seed", "backbone_fingerprint"}
 
 
 def make_classifier(
@@ -27,15 +26,18 @@ def make_classifier(
     ``task`` is a task name or a task (:func:`~infoprompt.tasks.task_from_file`, :func:`~infoprompt.tasks.user_task`);
     one that is not built in travels inside the adapter's config, so the saved adapter loads anywhere.
 
-    ``options`` override :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``beta``, ``gamma``,
-    ``n_negatives``, ``template``, ``max_length``, ...); ``seed`` fixes the initialisation.
+    ``options`` are the shared :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``template``,
+    ``max_length``, ...) and the options of the method's kind (``beta``, ``lora_rank``, ...), over the method's
+    preset; an option the kind lacks is a one-line error naming the kind. ``n_prompts`` is the prompt count of a
+    kind with prompts (the sweep's axis; kinds without prompts take none); ``seed`` fixes the initialisation.
     """
-    known = {f.name for f in dataclasses.fields(ClassifierConfig)} - _NAMED
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UserError(f"unknown classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    config = ClassifierConfig(**task_identity(task), method=method, backbone=backbone.name, n_prompts=n_prompts, init_seed=seed,
-                              **options)
+    named = sorted(set(options) & _NAMED)
+    if named:
+        raise UserError(f"{', '.join(named)} is set by make_classifier's own arguments, not as an option")
+    if "n_prompts" in kind_of(method).options.names():
+        options["n_prompts"] = n_prompts
+    config = ClassifierConfig.create(**task_identity(task), method=method, backbone=backbone.name, init_seed=seed,
+                                     **options)
     return build_model(backbone, config)
 
 
@@ -48,7 +50,7 @@ def build_model(backbone: Backbone, config: ClassifierConfig) -> Any:
 def train(model: Any, train_examples: Sequence, eval_examples: Sequence | None = None,
           config: TrainConfig | None = None, log_path: Path | None = None) -> FitResult:
     """Train ``model`` with its own kind's fit (prompt methods, peft, the probe, SetFit alike)."""
-    return kind_of(model.config.method).trainer()(model, train_examples, eval_examples, config, log_path)
+    return model.config.kind.trainer()(model, train_examples, eval_examples, config, log_path)
 
 
 def load_adapter(directory: str | Path, backbone: Backbone | None = None, cache_dir: str | None = None, *,

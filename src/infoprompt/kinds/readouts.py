@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from infoprompt.templates import Batch
+from infoprompt.templates import Batch, Template
 
 # mask: the [MASK] slot (the paper); cls: position 0; mean: the mean over the text-field tokens; spans: the
 # mean state of each entity mention, concatenated (span tasks: the span probe's features, read from the
@@ -58,3 +58,8 @@ def read_out(states: torch.Tensor, batch: Batch, readout: str) -> torch.Tensor:
 def readout_width(readout: str, hidden_size: int, n_spans: int) -> int:
     """Feature size of ``readout``: the hidden size, times the number of mentions for ``spans``."""
     return hidden_size * n_spans if readout == "spans" else hidden_size
+
+
+def count_spans(template: Template) -> int:
+    """Entity mentions a template marks (its ``{name:keep}`` fields)."""
+    return sum(policy == "keep" for policy in template.cut_policies.values())

@@ -1,28 +1,108 @@
-"""The one registry of adapter kinds and of the method table (each method a named preset of one kind).
+"""The one registry of adapter kinds and of the method table (each method a named preset of one kind's options).
 
-A kind says how to build, train and load a model (:class:`Kind`); a method is a row of the table that names
-its kind and presets its options (:class:`Method`). Kind modules describe themselves; the package's
-``__init__`` registers them, one line each, so this module imports no model code.
+A kind (:class:`Kind`) is one folder under ``src/infoprompt/kinds/`` that owns everything about it: its model
+(built, trained, saved and loaded through the :class:`~infoprompt.training.contract.Adapter` contract), its fit,
+its options (a :class:`~infoprompt.kinds.options.KindOptions` dataclass whose fields carry their flag and check),
+its capabilities (multi-label tasks, long-text chunks, ONNX export, the server's shared plain pass) and its
+methods (:class:`Method`: named presets of its options). The rest of the library asks a kind what it can do
+and never lists kind names.
+
+Adding a kind (see docs/kinds.md): a folder ``kinds/<name>/`` whose ``__init__`` defines
+``KIND = Kind("<name>", Model, fit, options=Options, capabilities={...}, methods=(...))``, and one line in
+``kinds/__init__.py``: ``register_kind(<name>.KIND)``. Its flags, methods, loading and the conformance tests
+follow from the registry. This module imports no model code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 
 from infoprompt.errors import UserError
+from infoprompt.kinds.options import KindOptions
+from infoprompt.training.config import ENGINE_TRAINING
 from infoprompt.training.contract import FitFunction
+
+# What a kind can do beyond training and predicting; a kind lists those it has in ``Kind.capabilities``.
+MULTI_LABEL = "multi-label"
+LONG_TEXT_CHUNKS = "long-text-chunks"
+ONNX_EXPORT = "onnx-export"
+SHARED_PLAIN_PASS = "shared-plain-pass"
+CAPABILITIES = {
+    MULTI_LABEL: "trains on multi-label tasks (a sigmoid per label, a threshold picked on held-out shots)",
+    LONG_TEXT_CHUNKS: "reads a text over max_length tokens in windows whose pooled features are averaged "
+                      "(long_text: chunk)",
+    ONNX_EXPORT: "predicts with one encoder pass over the tokenizer's input_ids and attention_mask and a head, "
+                 "so `infoprompt export --onnx` can write it as one graph",
+    SHARED_PLAIN_PASS: "predicts with a head (head_logits) on features of the plain input alone (forward's second "
+                       "output), so the server runs one encoder pass for every such adapter on a backbone",
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of the method table: a named preset of its kind's options, with its training defaults and how
+    report tables show it.
+
+    Attributes:
+        name: CLI / table name.
+        options: the preset, an instance of the kind's options class; a run's own options override it.
+        lr: default learning rate of the kind's fit (unused by a fit without one).
+        select: ``"none"`` (train all epochs) or ``"holdout"`` (pick the epoch count on a held-out slice of the
+            few-shot draw, then refit); see :class:`~infoprompt.training.TrainConfig`.
+        warm_start: fit the head by logistic regression on the initial features before training.
+        refit_head: the head is fitted by logistic regression on the adapter's current features before the first
+            epoch and after every epoch (for objectives that train the features, not the head).
+        description: one line for ``infoprompt methods``.
+        table_order: position in report tables (lower first; ``None``: after the ordered rows, by name).
+        table_label: the row label in report tables (default: the name).
+        baselines: the methods ``report`` pairs this one with when no ``--compare`` is given.
+        kind: the name of the :class:`Kind` that registers the row (set by it).
+    """
+
+    name: str
+    options: KindOptions
+    lr: float = 0.0
+    select: str = "none"
+    warm_start: bool = False
+    refit_head: bool = False
+    description: str = ""
+    table_order: int | None = None
+    table_label: str = ""
+    baselines: tuple[str, ...] = ()
+    kind: str = ""
+
+    def variant(self, name: str, **changes: object) -> Method:
+        """This row under another name with some fields changed: the row's own (``description``, ``lr``, ...)
+        and its options' (``beta=0.0``), in one call."""
+        own = {f.name for f in dataclasses.fields(Method)}
+        options = {key: value for key, value in changes.items() if key not in own}
+        rest = {key: value for key, value in changes.items() if key in own}
+        return dataclasses.replace(self, name=name, options=dataclasses.replace(self.options, **options), **rest)
+
+    @property
+    def uses_prompts(self) -> bool:
+        """Whether the method inserts prompt tokens (a sweep runs it once per ``n_prompts``; others once)."""
+        return self.options.prompt_tokens() > 0
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of model and the methods that use it.
+    """One kind of model, everything about it, and the methods that use it.
 
     Attributes:
-        name: the ``kind`` its :class:`Method` rows name.
+        name: the kind's name (saved in every adapter it writes).
         model: the model class: ``model(backbone, config)`` builds a fresh one, ``model.load(directory, config,
             backbone)`` reads a saved adapter (see :class:`~infoprompt.training.contract.Adapter`).
         fit: the trainer (see :data:`~infoprompt.training.contract.FitFunction`).
+        options: its options class (a :class:`~infoprompt.kinds.options.KindOptions` dataclass); the flags of
+            ``infoprompt train`` are made from its fields.
+        capabilities: names from :data:`CAPABILITIES` of what it can do.
+        limits: why it lacks a capability, in words, for the error that refuses it (e.g. ONNX export).
+        training_options: the :class:`~infoprompt.training.TrainConfig` fields its fit reads besides those every
+            fit reads (:data:`~infoprompt.training.config.COMMON_TRAINING`); ``infoprompt train`` refuses a flag
+            for any other one.
         methods: the method-table rows of this kind, registered with it.
         require: checks the kind's optional dependencies; called before any data is read.
     """
@@ -30,71 +110,68 @@ class Kind:
     name: str
     model: type
     fit: FitFunction
+    options: type[KindOptions] = KindOptions
+    capabilities: Collection[str] = frozenset()
+    limits: Mapping[str, str] = field(default_factory=dict)
+    training_options: Collection[str] = ENGINE_TRAINING
     methods: tuple[Method, ...] = ()
     require: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        object.__setattr__(self, "training_options", frozenset(self.training_options))
+        unknown = sorted(self.capabilities - set(CAPABILITIES))
+        if unknown:
+            raise ValueError(f"kind {self.name}: unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}")
+        rows = []
+        for method in self.methods:
+            if type(method.options) is not self.options:
+                raise TypeError(f"method {method.name}'s options are a {type(method.options).__name__}, not kind "
+                                f"{self.name}'s {self.options.__name__}")
+            rows.append(dataclasses.replace(method, kind=self.name))
+        object.__setattr__(self, "methods", tuple(rows))
 
     def trainer(self) -> FitFunction:
         if self.require is not None:
             self.require()
         return self.fit
 
+    def own_options(self) -> tuple[str, ...]:
+        """The options a run may set (its options class's fields, less those only methods set)."""
+        fixed = self.options.preset_names()
+        return tuple(name for name in self.options.names() if name not in fixed)
 
-@dataclass(frozen=True)
-class Method:
-    """One row of the method table: a named preset of its kind's options, plus how tables show it.
+    def lacking(self, method: str, names: Collection[str]) -> str:
+        """The one-line error for options ``names`` that this kind does not have."""
+        own = ", ".join(self.own_options()) or "none of its own"
+        return f"method {method} (kind {self.name}) has no option {', '.join(names)}; its options: {own}"
 
-    Attributes:
-        name: CLI / table name.
-        prompt_source: ``"static"`` (WARP), ``"generated"`` (IDPG, InfoPrompt) or ``None`` (no prompts).
-        placement: ``"template"`` (prompt places of the task template) or ``"prepend"`` (right after
-            ``[CLS]``, the IDPG layout) or ``"none"``.
-        readout: ``"mask"`` (state at the ``[MASK]`` slot), ``"cls"`` (state at ``[CLS]``), ``"mean"`` (mean of
-            the text-field states) or ``"auto"`` (``spans`` on span tasks, ``mean`` elsewhere).
-        beta: weight of the representation MI loss.
-        gamma: weight of the head MI loss.
-        verbalizer_init: initialise head rows from label-word embeddings.
-        lr: default learning rate.
-        train_encoder: every encoder weight is trained (fine-tuning).
-        description: one line for ``infoprompt methods``.
-        kind: the registered :class:`Kind` that builds, trains and loads the method (``prompt``, ``peft``,
-            ``linear-probe``, ``setfit``, or one a user registers).
-        adapter_size: bottleneck width of the adapters inserted after every transformer layer (0: none).
-        mi_negatives: InfoNCE negatives of the information terms, ``"paper"`` or ``"batch"`` (other examples'
-            prompts); see :class:`~infoprompt.kinds.config.ClassifierConfig`.
-        warm_start: fit the head by logistic regression on the initial features before training.
-        select: ``"none"`` (train all epochs) or ``"holdout"`` (pick the epoch count on a held-out slice of the
-            few-shot draw, then refit); see :class:`~infoprompt.training.TrainConfig`.
-        refit_head: the head is fitted by logistic regression on the adapter's current features before the first
-            epoch and after every epoch (for objectives that train the features, not the head).
-        table_order: position in report tables (lower first; ``None``: after the ordered rows, by name).
-        table_label: the row label in report tables (default: the name).
-        baselines: the methods ``report`` pairs this one with when no ``--compare`` is given.
-    """
+    def options_for(self, preset: Method, overrides: Mapping[str, object]) -> KindOptions:
+        """The method's preset with a run's ``overrides`` (option name -> value), checked; an option the kind
+        lacks, or one only methods set, is a one-line error naming the kind."""
+        unknown = [name for name in overrides if name not in self.options.names()]
+        if unknown:
+            raise UserError(self.lacking(preset.name, unknown))
+        fixed = [name for name in overrides if name in self.options.preset_names()]
+        if fixed:
+            raise UserError(f"{fixed[0]} is what method {preset.name} is (a preset of kind {self.name}), not an "
+                            f"option of a run; pick another method")
+        try:
+            return dataclasses.replace(preset.options, **overrides) if overrides else preset.options
+        except UserError as error:
+            raise UserError(f"method {preset.name} (kind {self.name}): {error}") from None
 
-    name: str
-    prompt_source: str | None
-    placement: str
-    readout: str
-    beta: float
-    gamma: float
-    verbalizer_init: bool
-    lr: float
-    train_encoder: bool = False
-    description: str = ""
-    kind: str = "prompt"
-    adapter_size: int = 0
-    mi_negatives: str = "paper"
-    warm_start: bool = False
-    select: str = "none"
-    refit_head: bool = False
-    table_order: int | None = None
-    table_label: str = ""
-    baselines: tuple[str, ...] = ()
+    def refusal(self, capability: str, options: KindOptions) -> str | None:
+        """Why adapters of this kind with ``options`` cannot do ``capability`` (a name from :data:`CAPABILITIES`),
+        or ``None`` when they can."""
+        if capability not in self.capabilities:
+            return self.limits.get(capability, f"kind {self.name} lacks the {capability} capability")
+        return options.limits().get(capability)
 
-    @property
-    def uses_features(self) -> bool:
-        """Whether the no-prompt pass (P', Z') is needed during training."""
-        return self.prompt_source == "generated" or self.beta > 0
+
+def kinds_with(capability: str) -> list[str]:
+    """The registered kinds that have ``capability``, for errors that say where to turn."""
+    return [kind.name for kind in KINDS.values() if capability in kind.capabilities]
 
 
 KINDS: dict[str, Kind] = {}
@@ -110,7 +187,8 @@ def register_kind(kind: Kind) -> Kind:
 
 
 def register_method(method: Method) -> Method:
-    """Add (or replace) a row of the method table (of a registered kind); returns it."""
+    """Add (or replace) a row of the method table (of a registered kind, whose ``Kind`` sets ``method.kind``);
+    returns it."""
     METHODS[method.name] = method
     return method
 
@@ -124,10 +202,15 @@ def get_method(name: str) -> Method:
 
 def kind_of(method: str) -> Kind:
     """The kind of ``method`` (a name from the method table)."""
-    name = get_method(method).kind
-    if name not in KINDS:
-        raise UserError(f"method {method} has unknown kind {name!r}; known kinds: {', '.join(KINDS)}")
-    return KINDS[name]
+    return get_kind(get_method(method).kind, f"method {method}")
+
+
+def get_kind(name: str, where: str = "") -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        prefix = f"{where} has " if where else ""
+        raise UserError(f"{prefix}unknown kind {name!r}; known kinds: {', '.join(KINDS)}") from None
 
 
 def table_order(names: set[str]) -> list[str]:

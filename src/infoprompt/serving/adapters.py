@@ -13,9 +13,6 @@ from typing import Any
 
 import torch
 
-# Kinds whose prediction is a head on the frozen encoder's plain features: adapters of these kinds that encode
-# an input the same way (template, token budget, pooling) on the same backbone share one encoder pass.
-PLAIN_FEATURE_KINDS = ("linear-probe",)
 FEATURE_BATCH = 64
 
 
@@ -42,12 +39,11 @@ class AdapterInfo:
 def read_adapter_info(directory: Path) -> AdapterInfo:
     """The task, method, kind, labels and backbone of the adapter in ``directory``, read (and checked) by the
     library's own adapter-config reader without loading any model."""
-    from infoprompt.kinds import kind_of
     from infoprompt.kinds.config import config_task, read_adapter_config
 
     config = read_adapter_config(directory)
     task = config_task(config)  # a task the adapter carries (trained on the user's own file) needs no registration
-    return AdapterInfo(task=task.name, method=config.method, kind=kind_of(config.method).name,
+    return AdapterInfo(task=task.name, method=config.method, kind=config.kind.name,
                        labels=tuple(config.labels or task.labels), fields=tuple(task.fields), backbone=config.backbone,
                        backbone_fingerprint=dict(config.backbone_fingerprint))
 
@@ -95,13 +91,16 @@ def load_model(directory: Path, backbone: Any) -> Any:
 
 
 def feature_group(model: Any, kind: str) -> Hashable | None:
-    """A key shared by every loaded adapter whose features are the same encoder pass over the same input
-    (same backbone object, template, token budget, truncation and pooling), or ``None`` for a model whose
-    encoder pass is its own (prompted inputs, a fine-tuned private body)."""
-    if kind not in PLAIN_FEATURE_KINDS:
-        return None
+    """A key shared by every loaded adapter whose features are the same encoder pass over the same input (same
+    backbone object, kind, template, token budget, truncation and options), or ``None`` for a model whose
+    encoder pass is its own (prompted inputs, a fine-tuned private body): only kinds with the shared-plain-pass
+    capability predict from features of the plain input alone."""
+    from infoprompt.kinds.registry import SHARED_PLAIN_PASS
+
     config = model.config
-    return (id(model.backbone), config.task, config.template, config.max_length, config.truncate, config.pooling)
+    if config.kind.refusal(SHARED_PLAIN_PASS, config.options) is not None:
+        return None
+    return (id(model.backbone), kind, config.task, config.template, config.max_length, config.truncate, config.options)
 
 
 def _records(labels: Sequence[str], probabilities: torch.Tensor) -> list[dict[str, object]]:
@@ -129,15 +128,15 @@ def plain_features(model: Any, rows: Sequence[dict[str, str]], sources: Sequence
     from infoprompt.training.data import batches, encode_examples, length_sorted, prompted_batch
 
     encoded = encode_examples(model, [Example(fields=dict(r), source=s) for r, s in zip(rows, sources, strict=True)])
-    result = torch.empty(len(rows), model.head.in_features)
+    result = torch.empty(len(rows), model.feature_width)
     for chunk in batches(length_sorted(encoded), FEATURE_BATCH):
-        result[chunk] = model.features(prompted_batch(model, encoded, chunk)).float().cpu()
+        _, features, _ = model(prompted_batch(model, encoded, chunk))
+        result[chunk] = features.float().cpu()
     return result
 
 
 @torch.no_grad()
 def head_records(model: Any, features: torch.Tensor) -> list[dict[str, object]]:
     """The records of a plain-feature adapter from features of :func:`plain_features`."""
-    head = model.head
-    probabilities = head(features.to(head.weight.device, head.weight.dtype)).float().softmax(-1).cpu()
+    probabilities = model.head_logits(features).float().softmax(-1).cpu()
     return _records(model.config.labels, probabilities)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from infoprompt.validation import validate_train_config
+from infoprompt.options import COUNT, FRACTION, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, option
+from infoprompt.validation import check_fields
 
 PRECISIONS = ("fp32", "bf16")
 SELECTIONS = ("none", "holdout")
@@ -53,27 +55,37 @@ class TrainConfig:
             method's.
     """
 
-    epochs: int = 30
-    batch_size: int = 8
-    lr: float | None = None
-    weight_decay: float = 0.01
+    epochs: int = option(30, "passes over the training set (at least 1; default 30)", type=POSITIVE)
+    batch_size: int = option(8, "training examples per step (default 8)", type=POSITIVE)
+    lr: float | None = option(None, "learning rate (default: the method's, 1e-3 for prompts)", type=POSITIVE_FLOAT)
+    weight_decay: float = option(0.01, "AdamW weight decay (default 0.01)", type=NON_NEGATIVE)
     seed: int = 1
-    max_steps: int | None = None
-    grad_clip: float | None = 1.0
-    eval_every: int = 0
-    eval_every_epochs: int = 5
-    eval_subset: int = 256
-    eval_batch_size: int = 64
-    feature_cache: bool = True
+    max_steps: int | None = option(None, "stop after this many steps", type=POSITIVE)
+    grad_clip: float | None = option(1.0, type=POSITIVE_FLOAT)
+    eval_every: int = option(0, "periodic evaluation every N steps", type=COUNT)
+    eval_every_epochs: int = option(5, "periodic evaluation every N epochs (0: none)", type=COUNT)
+    eval_subset: int = option(256, "eval examples used by periodic evaluations", type=COUNT)
+    eval_batch_size: int = option(64, type=POSITIVE)
+    feature_cache: bool = option(True, "recompute the no-prompt pass every step", switch="negate")
     progress: bool = True
     device: str = "auto"
-    precision: str = "fp32"
+    precision: str = option("fp32", choices=PRECISIONS)
     feature_store: bool = True
     feature_store_dir: str | None = None
-    select: str | None = None
-    holdout_fraction: float = 0.25
-    patience: int = 5
-    warm_start: bool | None = None
+    select: str | None = option(None, "none: train all epochs; holdout: pick the epoch count on a held-out slice of "
+                                "the few-shot draw, then retrain on all of it (default: the method's)",
+                                choices=SELECTIONS)
+    holdout_fraction: float = option(0.25, "share of each class held out by --select holdout", type=FRACTION)
+    patience: int = option(5, "--select holdout stops after N epochs without improvement", type=COUNT)
+    warm_start: bool | None = option(None, "start the head at the logistic-regression fit on the initial features "
+                                     "(default: the method's)", switch="flag")
 
     def __post_init__(self) -> None:
-        validate_train_config(self, PRECISIONS, SELECTIONS)
+        check_fields(self)
+
+
+# The fields every kind's fit reads (or that only say where and how a run happens), and every field: what a
+# kind trained by the engine's gradient loop reads (see infoprompt.kinds.registry.Kind.training_options).
+COMMON_TRAINING = frozenset({"seed", "progress", "device", "precision", "eval_batch_size", "feature_store",
+                             "feature_store_dir"})
+ENGINE_TRAINING = frozenset(f.name for f in dataclasses.fields(TrainConfig))

@@ -18,14 +18,25 @@ from infoprompt.training.config import TrainConfig
 
 @runtime_checkable
 class Adapter(Protocol):
-    """What the engine (encoding, training, inference, the pipeline) needs of a model of any kind.
+    """What the engine (encoding, training, inference, the pipeline), the export and the server need of a model
+    of any kind; :class:`~infoprompt.kinds.common.AdapterModel` gives the defaults a kind overrides.
 
     A kind's model is a ``torch.nn.Module`` built as ``Model(backbone, config)`` and read back by
     ``Model.load(directory, config, backbone)``. Every module it runs, the backbone's encoder too, is a registered
-    submodule, so that ``model.to(device)`` moves all of it. A kind that reads no generated prompts and no
-    cached no-prompt pass keeps the three flags ``False`` (as :class:`~infoprompt.kinds.common.BaselineModel`
-    does). Optionally, ``lr_schedule(optimizer, total_steps)`` returns a learning-rate scheduler that the
-    gradient loop steps after every optimiser step (without one the rate is constant).
+    submodule, so that ``model.to(device)`` moves all of it.
+
+    Predicting: ``template_encoder`` encodes examples; ``forward`` maps an encoded batch to logits. A model that
+    reads the no-prompt pass says so by its three flags and gives that pass (``plain_features``,
+    ``generator_input``) and what it depends on (``plain_pass_identity``, the feature store's key); a kind without
+    one keeps the flags ``False`` and never sees those calls. A kind with the shared-plain-pass capability
+    (:data:`~infoprompt.kinds.registry.SHARED_PLAIN_PASS`) predicts ``head_logits(features)`` from the features
+    ``forward`` returns, which depend on the plain input alone, so the server computes them once for every such
+    adapter on a backbone.
+
+    Training: ``losses`` gives a step's loss terms; ``lr_schedule`` a scheduler the gradient loop steps after
+    every optimiser step (``None``: a constant rate); ``set_head`` sets a linear head from a logistic regression
+    (warm start, refits) on features ``feature_width`` wide. Saving: ``save_pretrained`` writes what prediction
+    needs, and with ``keep_training_state`` the ``training_only_names`` parameters too.
     """
 
     config: Any  # the kind's adapter config (a :class:`~infoprompt.kinds.config.ClassifierConfig`)
@@ -36,20 +47,43 @@ class Adapter(Protocol):
     needs_features: bool  # training reads the cached no-prompt pass (P', Z')
     generates_prompts: bool  # the model's prompts are generated from the no-prompt pass P'
     inference_needs_plain_pass: bool  # predicting runs the no-prompt pass first
+    feature_width: int  # width of the features the head reads (forward's second output, Z)
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Logits (B, C), the head's input features (B, F) or None, and the prompts (B, n_p, D) or None."""
         ...
 
+    def head_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """Logits (B, C) from features of ``forward`` (shared-plain-pass kinds)."""
+        ...
+
+    def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The no-prompt pass: ``P'`` (B, D) and ``Z'`` (B, F) (kinds with ``needs_features``)."""
+        ...
+
+    def generator_input(self, plain: Batch) -> torch.Tensor:
+        """``P'`` alone (kinds with ``generates_prompts``)."""
+        ...
+
+    def plain_pass_identity(self) -> dict[str, object]:
+        """What the no-prompt pass depends on besides backbone, template and token budget."""
+        ...
+
     def losses(self, batch: Batch, labels: torch.Tensor, pooled: torch.Tensor | None,
                z_plain: torch.Tensor | None, generator: torch.Generator | None = None) -> LossTerms: ...
 
+    def lr_schedule(self, optimizer: torch.optim.Optimizer, total_steps: int) -> Any: ...
+
+    def set_head(self, weight: Any, bias: Any) -> None: ...
+
     def trainable_state(self) -> dict[str, torch.Tensor]: ...
+
+    def training_only_names(self) -> set[str]: ...
 
     def parameter_counts(self) -> dict[str, int]: ...
 
-    def save_pretrained(self, directory: str | Path) -> None: ...
+    def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None: ...
 
 
 @dataclass

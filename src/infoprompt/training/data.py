@@ -53,7 +53,7 @@ def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
 def clipped_fields(model: Adapter, example: Example) -> dict[str, str]:
     """The example's text fields cut to the characters its token budget can use (see
     :data:`~infoprompt.templates.CHARS_PER_TOKEN`), so that tokenising a huge text costs no more than that."""
-    max_length, policies = model.config.max_length, getattr(model.template_encoder, "policies", {})
+    max_length, policies = model.config.max_length, model.template_encoder.policies
     fields = {}
     for name, text in example.fields.items():
         fields[name] = clip_characters(text, max_length, policies.get(name, CUT_POLICIES[0]))
@@ -132,7 +132,7 @@ def cache_features(
     was_training = model.training
     model.eval()
     # Z' is as wide as the readout (several hidden sizes for concatenated entity spans).
-    widths = (model.backbone.hidden_size, model.head.in_features)
+    widths = (model.backbone.hidden_size, model.feature_width)
     with autocast(device, precision):
         encoded.pooled, encoded.z_plain = map_chunks(
             accelerator, batches(length_sorted(encoded), batch_size), len(encoded), widths,
@@ -154,7 +154,7 @@ def cache_eval_features(
         cache_features(model, encoded, config.eval_batch_size, progress, accelerator, precision)
         return "off"
     path = store_path(config.feature_store_dir or default_cache_dir(), feature_key(model, examples, encoded.pairs, precision))
-    stored = load_features(path, len(encoded), (model.backbone.hidden_size, model.head.in_features))
+    stored = load_features(path, len(encoded), (model.backbone.hidden_size, model.feature_width))
     if stored is not None:
         device = model_device(model)
         encoded.pooled, encoded.z_plain = stored[0].to(device), stored[1].to(device)

@@ -301,11 +301,10 @@ class Run:
 
 
 def learning_rate_schedule(model: Adapter, optimizer: torch.optim.Optimizer, total_steps: int) -> object | None:
-    """The model's own learning-rate schedule over ``total_steps`` steps, when its kind defines one
-    (``model.lr_schedule(optimizer, total_steps)``, stepped after every optimiser step); ``None`` otherwise,
-    and the rate stays constant (every kind but ``released``)."""
-    make = getattr(model, "lr_schedule", None)
-    return make(optimizer, total_steps) if make is not None else None
+    """The model's own learning-rate schedule over ``total_steps`` steps (``model.lr_schedule(optimizer,
+    total_steps)``, stepped after every optimiser step); ``None`` where its kind has none, and the rate stays
+    constant (every kind but ``released``)."""
+    return model.lr_schedule(optimizer, total_steps)
 
 
 def batch_losses(
@@ -334,7 +333,7 @@ def warm_start_head(model: Adapter, encoded: EncodedSet, batch_size: int, seed: 
     device = model_device(model)
     was_training = model.training
     model.eval()
-    features = torch.empty(len(encoded), model.head.in_features)
+    features = torch.empty(len(encoded), model.feature_width)
     with autocast(device, precision):
         for chunk in batches(length_sorted(encoded), batch_size):
             _, z, _ = model(prompted_batch(model, encoded, chunk), generator_inputs(model, encoded, chunk))
@@ -346,8 +345,7 @@ def warm_start_head(model: Adapter, encoded: EncodedSet, batch_size: int, seed: 
         weight, bias, iterations = fit_logistic_head(
             features.double().numpy(), encoded.labels.numpy(), len(model.config.labels), seed
         )
-    model.head.weight.copy_(torch.as_tensor(weight, dtype=model.head.weight.dtype))
-    model.head.bias.copy_(torch.as_tensor(bias, dtype=model.head.bias.dtype))
+    model.set_head(weight, bias)
     return iterations
 
 

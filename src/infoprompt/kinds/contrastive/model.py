@@ -52,9 +52,9 @@ class ContrastivePromptClassifier(PromptClassifier):
     KIND_NAME = KIND_NAME
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig):
-        if config.pooling != "mean":
-            raise UserError(f"method {config.method} starts at the plain mean pool; pooling {config.pooling!r} "
-                            "is not available")
+        if config.options.pooling != "mean":
+            raise UserError(f"method {config.method} starts at the plain mean pool; pooling "
+                            f"{config.options.pooling!r} is not available")
         super().__init__(backbone, config)
         self.gate = nn.Parameter(torch.zeros((), device=backbone.device))
 
@@ -70,5 +70,5 @@ class ContrastivePromptClassifier(PromptClassifier):
     def losses(self, batch: Batch, labels: torch.Tensor, pooled: torch.Tensor | None, z_plain: torch.Tensor | None,
                generator: torch.Generator | None = None) -> LossTerms:
         logits, z, prompts = self(batch, pooled)
-        contrastive = label_info_nce(z, labels, self.config.temperature)
+        contrastive = label_info_nce(z, labels, self.options.temperature)
         return self.with_information_terms(contrastive, batch, logits, z, prompts, z_plain, len(labels), generator)

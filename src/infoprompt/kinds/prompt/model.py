@@ -13,7 +13,7 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import atomic_write_json, write_safetensors
-from infoprompt.kinds.common import TrainedParameters
+from infoprompt.kinds.common import AdapterModel
 from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
@@ -22,13 +22,13 @@ from infoprompt.kinds.config import (
     ClassifierConfig,
     check_backbone,
     config_task,
-    count_spans,
     read_weights,
 )
 from infoprompt.kinds.prompt.bottleneck import BottleneckAdapters
 from infoprompt.kinds.prompt.objectives import HeadMI, RepresentationMI, mi_cap, sample_context_negatives
+from infoprompt.kinds.prompt.options import PromptOptions, resolve_prompt_config
 from infoprompt.kinds.prompt.prompts import GeneratedPrompt, StaticPrompt, insert_prompts
-from infoprompt.kinds.readouts import mean_pool, read_out, readout_width
+from infoprompt.kinds.readouts import count_spans, mean_pool, read_out, readout_width
 from infoprompt.kinds.registry import get_method
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
@@ -37,8 +37,8 @@ from infoprompt.training.contract import LossTerms
 TRAINING_ONLY_PREFIXES = ("head_mi.", "rep_mi.")
 
 
-class PromptClassifier(TrainedParameters, nn.Module):
-    """One classifier for every method in :mod:`infoprompt.kinds.registry`.
+class PromptClassifier(AdapterModel):
+    """One classifier for every method of the prompt kind (:mod:`infoprompt.kinds.prompt.methods`).
 
     The backbone stays frozen (unless the method fine-tunes it); the trainable parts are the prompt source,
     the head and the two critics. ``forward`` runs the prompted pass; :meth:`plain_features` runs the
@@ -54,10 +54,11 @@ class PromptClassifier(TrainedParameters, nn.Module):
         if self.preset.kind != self.KIND_NAME:
             raise UserError(f"method {self.preset.name} is not a {self.KIND_NAME}-kind method; build it with "
                             "infoprompt.make_classifier")
-        config = config.resolved(self.task, self.preset)
+        config = resolve_prompt_config(config, self.task, self.preset)
         check_backbone(config, backbone)
         self.config = config
-        if self.preset.train_encoder:
+        options = self.options
+        if options.train_encoder:
             # Fine-tuning changes the weights: work on a private copy so a shared backbone stays pristine.
             backbone = dataclasses.replace(backbone, model=copy.deepcopy(backbone.model))
         self.backbone = backbone
@@ -68,28 +69,32 @@ class PromptClassifier(TrainedParameters, nn.Module):
         if missing:
             raise UserError(f"template {config.template!r} names field(s) {missing} that task {self.task.name} lacks")
         self.template_encoder = TemplateEncoder(
-            backbone.tokenizer, self.template, config.n_prompts, config.max_length, config.truncate
+            backbone.tokenizer, self.template, options.n_prompts, config.max_length, config.truncate
         )
         generator = torch.Generator().manual_seed(config.init_seed)
         with torch.random.fork_rng():
             torch.manual_seed(config.init_seed)
             self.prompt = self._build_prompt(hidden, generator)
-            width = readout_width(config.readout, hidden, count_spans(self.template))
+            width = readout_width(options.readout, hidden, count_spans(self.template))
             self.head = nn.Linear(width, len(config.labels))
             nn.init.normal_(self.head.weight, std=0.02)
             nn.init.zeros_(self.head.bias)
-            if config.verbalizer_init and width == hidden:
+            if options.verbalizer_init and width == hidden:
                 self._verbalizer_init()
-            self.head_mi = HeadMI(hidden, config.head_summary, width) if config.gamma > 0 else None
-            self.rep_mi = RepresentationMI(hidden, width) if config.beta > 0 else None
+            self.head_mi = HeadMI(hidden, options.head_summary, width) if options.gamma > 0 else None
+            self.rep_mi = RepresentationMI(hidden, width) if options.beta > 0 else None
             # Created last so that methods without adapters draw exactly the same initial parameters as before.
             self.adapters = (
-                BottleneckAdapters.for_encoder(self.encoder, hidden, self.preset.adapter_size)
-                if self.preset.adapter_size else None
+                BottleneckAdapters.for_encoder(self.encoder, hidden, options.adapter_size)
+                if options.adapter_size else None
             )
-        if self.preset.train_encoder:
+        if options.train_encoder:
             self.encoder.requires_grad_(True)
         self.to(backbone.device)  # new parts join the encoder, wherever a previous run left it
+
+    @property
+    def options(self) -> PromptOptions:
+        return self.config.options
 
     # -- construction -------------------------------------------------------------------------------------
     def _token_init(self, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -102,11 +107,12 @@ class PromptClassifier(TrainedParameters, nn.Module):
         return self.backbone.input_embeddings.weight.detach()[picks].clone()
 
     def _build_prompt(self, hidden: int, generator: torch.Generator) -> nn.Module | None:
-        n = self.config.n_prompts
-        if self.preset.prompt_source == "static":
+        options = self.options
+        n = options.n_prompts
+        if options.prompt_source == "static":
             return StaticPrompt(n, self._token_init(n, generator))
-        if self.preset.prompt_source == "generated":
-            return GeneratedPrompt(n, hidden, self.config.rank, self._token_init(n, generator), self.config.generator_bias)
+        if options.prompt_source == "generated":
+            return GeneratedPrompt(n, hidden, options.rank, self._token_init(n, generator), options.generator_bias)
         return None
 
     def _verbalizer_init(self) -> None:
@@ -129,12 +135,12 @@ class PromptClassifier(TrainedParameters, nn.Module):
     def needs_features(self) -> bool:
         """Whether training reads the no-prompt pass: ``P'`` for generated prompts, ``Z'`` for the paper's
         representation-loss negatives."""
-        paper_rep = self.rep_mi is not None and self.config.mi_negatives == "paper"
-        return self.preset.prompt_source == "generated" or paper_rep
+        paper_rep = self.rep_mi is not None and self.options.mi_negatives == "paper"
+        return self.options.prompt_source == "generated" or paper_rep
 
     def train(self, mode: bool = True) -> PromptClassifier:
         super().train(mode)
-        if not self.preset.train_encoder:
+        if not self.options.train_encoder:
             self.encoder.eval()  # frozen means no dropout either
         return self
 
@@ -155,30 +161,34 @@ class PromptClassifier(TrainedParameters, nn.Module):
 
     def features(self, states: torch.Tensor, batch: Batch) -> torch.Tensor:
         """The head's input under this adapter's readout."""
-        return read_out(states, batch, self.config.readout)
+        return read_out(states, batch, self.options.readout)
 
     @property
     def generates_prompts(self) -> bool:
-        return self.preset.prompt_source == "generated"
+        return self.options.prompt_source == "generated"
 
     @property
     def inference_needs_plain_pass(self) -> bool:
         """Whether predicting needs the frozen no-prompt pass (generated prompts reading the encoder's output)."""
-        return self.generates_prompts and self.config.pooling != "embeddings"
+        return self.generates_prompts and self.options.pooling != "embeddings"
+
+    def plain_pass_identity(self) -> dict[str, object]:
+        """What the no-prompt pass depends on besides backbone, template and budget (the feature store's key)."""
+        return {"n_prompts": self.options.n_prompts, "pooling": self.options.pooling, "readout": self.options.readout}
 
     def plain_features(self, plain: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The no-prompt pass: pooled ``P'`` (prompt-generator input) and ``Z'`` (readout state)."""
         with torch.no_grad():
             states = self.encode_states(plain, None, adapted=False)
-            if self.config.pooling == "embeddings":
+            if self.options.pooling == "embeddings":
                 pooled = self.embedding_pool(plain)
             else:
-                pooled = states[:, 0] if self.config.pooling == "cls" else mean_pool(states, plain.attention_mask)
+                pooled = states[:, 0] if self.options.pooling == "cls" else mean_pool(states, plain.attention_mask)
             return pooled, self.features(states, plain)
 
     def generator_input(self, plain: Batch) -> torch.Tensor:
         """``P'`` alone: with ``pooling="embeddings"`` no encoder pass is run."""
-        if self.config.pooling == "embeddings":
+        if self.options.pooling == "embeddings":
             with torch.no_grad():
                 return self.embedding_pool(plain)
         return self.plain_features(plain)[0]
@@ -216,7 +226,7 @@ class PromptClassifier(TrainedParameters, nn.Module):
         zero = pred.new_zeros(())
         rep, head, kl = zero, zero, zero
         caps: dict[str, float] = {}
-        cfg = self.config
+        cfg = self.options
         in_batch = cfg.mi_negatives == "batch"
         if prompts is not None and (self.rep_mi is not None or self.head_mi is not None):
             prompt_mean = prompts.mean(1)

@@ -3,30 +3,29 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.kinds.common import TrainedParameters, write_adapter
-from infoprompt.kinds.config import ClassifierConfig, check_backbone, config_task, read_weights
+from infoprompt.kinds.common import AdapterModel
+from infoprompt.kinds.config import ClassifierConfig, check_backbone, config_task
 from infoprompt.kinds.prompt.objectives import mi_cap, standard_normal
 from infoprompt.kinds.prompt.prompts import insert_prompts
 from infoprompt.kinds.readouts import read_out
-from infoprompt.kinds.registry import get_method
-from infoprompt.kinds.released.methods import KIND_NAME, ReleasedMethod
+from infoprompt.kinds.registry import Method, get_method
+from infoprompt.kinds.released.methods import KIND_NAME
 from infoprompt.kinds.released.objectives import NEGATIVES_PER_ROW, bottleneck_term, head_term, mean_kl
+from infoprompt.kinds.released.options import KL_WEIGHT, LATENT, ReleasedOptions
 from infoprompt.tasks import TaskSpec
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.contract import LossTerms
 
-LATENT = 32  # --n_latent: the generator's bottleneck and the variational head's latent width
-KL_WEIGHT = 0.1
+__all__ = ["KL_WEIGHT", "LATENT", "ReleasedClassifier", "released_config", "released_template"]
+
 LOG_STD_RANGE = (-2.0, 10.0)
 WARMUP_SHARE = 0.06
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ClassifierConfig)}
 
 
 def released_template(task: TaskSpec) -> str:
@@ -43,22 +42,13 @@ def released_template(task: TaskSpec) -> str:
     return " ".join(parts)
 
 
-def released_config(config: ClassifierConfig, task: TaskSpec, preset: ReleasedMethod) -> ClassifierConfig:
-    """``config`` resolved for the released kind: the released layout, the CLS state as the generator's input,
-    the [MASK] readout; ``rank`` and ``kl_weight`` left at the library's defaults take the released 32 and 0.1."""
-    if config.readout not in (None, "mask"):
-        raise UserError(f"method {preset.name} reads the [MASK] state; readout {config.readout!r} is not available")
-    config = dataclasses.replace(
-        config,
-        template=config.template or released_template(task),
-        pooling="cls",
-        rank=LATENT if config.rank == _DEFAULTS["rank"] else config.rank,
-        kl_weight=KL_WEIGHT if config.kl_weight == _DEFAULTS["kl_weight"] else config.kl_weight,
-    ).resolved(task, preset)
+def released_config(config: ClassifierConfig, task: TaskSpec, preset: Method) -> ClassifierConfig:
+    """``config`` resolved for the released kind: the released layout where no template is given (the generator
+    reads the no-prompt pass's CLS state, the head its [MASK] state, which the template must have)."""
+    config = dataclasses.replace(config, template=config.template or released_template(task)).resolved(task)
     if "<mask>" not in Template.parse(config.template).parts:
         raise UserError(f"method {preset.name} needs a <mask> slot in its template, got {config.template!r}")
-    batch_prompt = preset.batch_prompt if config.released_batch_prompt is None else config.released_batch_prompt
-    return dataclasses.replace(config, released_batch_prompt=bool(batch_prompt))
+    return config
 
 
 class PromptGenerator(nn.Module):
@@ -94,7 +84,7 @@ class VariationalHead(nn.Module):
         return self.output(latent) @ self.label_rows.T
 
 
-class ReleasedClassifier(TrainedParameters, nn.Module):
+class ReleasedClassifier(AdapterModel):
     """A frozen backbone with the released code's prompt generator and variational head.
 
     Every ``<p>`` place of the template holds the ``n_p`` generated prompts (the released layout has four
@@ -124,14 +114,19 @@ class ReleasedClassifier(TrainedParameters, nn.Module):
         if missing:
             raise UserError(f"template {config.template!r} names field(s) {missing} that task {self.task.name} lacks")
         self.places = self.template.n_places
-        self.template_encoder = TemplateEncoder(backbone.tokenizer, self.template, config.n_prompts * self.places,
+        options = self.options
+        self.template_encoder = TemplateEncoder(backbone.tokenizer, self.template, options.n_prompts * self.places,
                                                 config.max_length, config.truncate)
         hidden = backbone.hidden_size
         with torch.random.fork_rng():
             torch.manual_seed(config.init_seed)
-            self.prompt = PromptGenerator(hidden, config.rank, config.n_prompts)
-            self.head = VariationalHead(hidden, config.rank, self._label_rows())
+            self.prompt = PromptGenerator(hidden, options.rank, options.n_prompts)
+            self.head = VariationalHead(hidden, options.rank, self._label_rows())
         self.to(backbone.device)
+
+    @property
+    def options(self) -> ReleasedOptions:
+        return self.config.options
 
     def _label_rows(self) -> torch.Tensor:
         """Per label, the mean input embedding of its label words' tokens in this encoder's vocabulary."""
@@ -160,7 +155,7 @@ class ReleasedClassifier(TrainedParameters, nn.Module):
     # -- passes -------------------------------------------------------------------------------------------
     def slot_prompts(self, prompts: torch.Tensor) -> torch.Tensor:
         """The prompts (B, n_p, D) for every slot of the template (B, places·n_p, D)."""
-        if self.config.released_batch_prompt:
+        if self.options.released_batch_prompt:
             prompts = prompts[:1].expand_as(prompts)
         return prompts.repeat(1, self.places, 1)
 
@@ -178,6 +173,10 @@ class ReleasedClassifier(TrainedParameters, nn.Module):
 
     def generator_input(self, plain: Batch) -> torch.Tensor:
         return self.plain_features(plain)[0]
+
+    def plain_pass_identity(self) -> dict[str, object]:
+        """What the no-prompt pass depends on besides backbone, template and budget (the feature store's key)."""
+        return {"n_prompts": self.options.n_prompts, "pooling": "cls", "readout": "mask"}
 
     def forward(self, batch: Batch, pooled: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Prompted pass: logits from the Gaussian's mean (B, C), the [MASK] states (B, D), the prompts (B, n_p, D)."""
@@ -204,18 +203,8 @@ class ReleasedClassifier(TrainedParameters, nn.Module):
         head = head_term(prompts.mean(1), self.head.label_rows, tokens, token_mask).mean()
         rep = bottleneck_term(self.head, prompts, (mean, log_std), (plain_mean, plain_log_std), generator).mean()
         kl = mean_kl(mean, log_std) + mean_kl(plain_mean, plain_log_std)
-        cfg = self.config
+        cfg = self.options
         total = pred + cfg.gamma * head + cfg.beta * rep + cfg.kl_weight * kl
         caps = {"head": mi_cap(round(float(token_mask.sum(1).float().mean()))),
                 "rep": mi_cap(NEGATIVES_PER_ROW * len(labels))}
         return LossTerms(total=total, pred=pred, rep=rep, head=head, kl=kl, caps=caps)
-
-    # -- parameters ---------------------------------------------------------------------------------------
-    def save_pretrained(self, directory: str | Path) -> None:
-        write_adapter(Path(directory), self.trainable_state(), self.config)
-
-    @classmethod
-    def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> ReleasedClassifier:
-        model = cls(backbone, config)
-        model.load_state_dict(read_weights(Path(directory), model.trainable_state()), strict=False)
-        return model.eval()

@@ -1,4 +1,4 @@
-"""``peft-prompt-tuning``: the Hugging Face ``peft`` library's prompt tuning on a sequence-classification model."""
+"""PeftPromptClassifier: ``peft``'s prompt tuning on ``AutoModelForSequenceClassification`` around the shared encoder."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import replaced_directory
 from infoprompt.kinds.common import BaselineModel, quiet_peft_wrap, write_adapter
 from infoprompt.kinds.config import ClassifierConfig
-from infoprompt.kinds.registry import Kind, Method
 from infoprompt.templates import Batch
-from infoprompt.training import train
 from infoprompt.validation import check_peft_adapter
 
 PEFT_DIR = "peft"
@@ -56,11 +54,12 @@ class PeftPromptClassifier(BaselineModel):
 
     def __init__(self, backbone: Backbone, config: ClassifierConfig, peft_dir: Path | None = None):
         super().__init__(backbone, config, reserved=config.n_prompts)
+        n_prompts = self.config.options.n_prompts
         base = sequence_classifier(backbone, self.config.labels, self.config.init_seed)
         if peft_dir is None:
             peft_config = PromptTuningConfig(
                 task_type=TaskType.SEQ_CLS,
-                num_virtual_tokens=self.config.n_prompts,
+                num_virtual_tokens=n_prompts,
                 prompt_tuning_init=PromptTuningInit.SAMPLE_VOCAB,
                 base_model_name_or_path=getattr(backbone.model, "name_or_path", None) or backbone.name,
             )
@@ -78,7 +77,7 @@ class PeftPromptClassifier(BaselineModel):
         output = self.peft(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
         return output.logits, None, None
 
-    def save_pretrained(self, directory: str | Path) -> None:
+    def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with replaced_directory(directory / PEFT_DIR) as staging:
@@ -95,10 +94,3 @@ class PeftPromptClassifier(BaselineModel):
             raise UserError(f"adapter directory {directory} lacks the peft adapter {peft_dir / PEFT_CONFIG_NAME}")
         check_peft_adapter(peft_dir, config.n_prompts, backbone.hidden_size)
         return cls(backbone, config, peft_dir=peft_dir)
-
-
-# peft's prompt and head train in the engine's gradient loop, as the prompt kind's models do.
-KIND = Kind("peft", PeftPromptClassifier, train, methods=(
-    Method("peft-prompt-tuning", "static", "prepend", "cls", 0.0, 0.0, False, 1e-3, kind="peft", table_order=10,
-           description="Hugging Face peft PromptTuningConfig on AutoModelForSequenceClassification"),
-))

@@ -1,0 +1,29 @@
+"""The linear probe's options: how the frozen encoder's states are pooled into the head's features."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infoprompt.kinds.options import KindOptions
+from infoprompt.kinds.registry import LONG_TEXT_CHUNKS, ONNX_EXPORT
+from infoprompt.options import option
+
+POOLINGS = ("mean", "cls", "embeddings", "spans")
+
+
+@dataclass(frozen=True)
+class ProbeOptions(KindOptions):
+    """``pooling``: ``mean`` over the tokens, the ``cls`` state, ``embeddings`` (the mean input embedding, a
+    bag-of-embeddings probe without an encoder pass) or ``spans`` (span tasks: the mean state of each entity
+    mention of the template, concatenated, so that the probe knows which entities of the sentence are meant)."""
+
+    pooling: str = option("mean", "the probe's features: the encoder's states pooled by mean (default) or cls, the "
+                          "mean input embedding (embeddings), or on span tasks the mean state of each entity "
+                          "mention (spans)", choices=POOLINGS)
+
+    def limits(self) -> dict[str, str]:
+        if self.pooling != "spans":
+            return {}
+        return {LONG_TEXT_CHUNKS: "pooling 'spans' reads entity mentions, not windows",
+                ONNX_EXPORT: "a linear-probe with pooling 'spans' reads entity-mention positions that the "
+                             "tokenizer's inputs do not carry"}
