@@ -97,3 +97,15 @@ def test_a_format_1_adapter_saved_again_in_format_2_predicts_bit_identically(kin
     examples = [Example(fields=fields, source=f"input {i + 1}") for i, fields in enumerate(expected["inputs"])]
     assert torch.equal(predict_encoded(new, encode_examples(new, examples)),
                        predict_encoded(old, encode_examples(old, examples)))
+
+
+def test_the_version_moves_with_the_saved_format():
+    """The package version is one (pyproject and the module agree), and its changelog entry names the adapter
+    format it writes: a new format comes with a new version and a changelog entry."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    version = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert version == infoprompt.__version__
+    assert f"\n## {version} — adapter format {FORMAT_VERSION}\n" in (root / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert (root / "LICENSE").read_text(encoding="utf-8").split()[:3] == ["Apache", "License", "Version"]
