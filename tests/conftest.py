@@ -27,6 +27,25 @@ settings.register_profile("fuzz", max_examples=400, deadline=None, suppress_heal
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+# -- what a run left out: skipped tests give their reasons (-rs); deselected ones are named here -------------
+_DESELECTED: list[pytest.Item] = []
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _DESELECTED.extend(items)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Name every test the run deselected (``-m 'not heavy'`` by default), with its markers, so that a CI log
+    says what it did not run."""
+    if not _DESELECTED:
+        return
+    terminalreporter.section(f"deselected: {len(_DESELECTED)} test(s) not run (-m {config.option.markexpr!r})")
+    for item in _DESELECTED:
+        marks = sorted({mark.name for mark in item.iter_markers()} & {"heavy", "slow"})
+        terminalreporter.line(f"{item.nodeid} [{', '.join(marks) or 'by -k or -m'}]")
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dirs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-models")

@@ -20,8 +20,9 @@ def readme_example() -> str:
 def test_readme_commands_are_the_ci_commands():
     text = README.read_text(encoding="utf-8")
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
-    test_command = "bash scripts/setup.sh && .venv/bin/python -m pytest"
-    assert test_command in text and test_command in ci
+    test_command = "bash scripts/setup.sh && .venv/bin/ruff check . && .venv/bin/python -m pytest"
+    assert test_command in text and ci.rstrip().endswith(test_command)  # the lint runs before the tests
+    assert "set -euo pipefail" in ci and "|| true" not in ci  # every failure fails CI, pytest's status stands
     assert "infoprompt train --task sst2 --method infoprompt --shots 64" in text
 
 

@@ -41,6 +41,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.heavy  # two accelerate processes training two methods: minutes on two cores
 def test_two_cpu_processes_match_one(tiny_model_dirs, data_dir, tmp_path):
     """warp and infoprompt-ce (no sampling noise) under ``accelerate launch --num_processes 2`` (gloo): the same
     per-step loss of the whole batch, the same trained parameters and metrics as one process, on every process.
