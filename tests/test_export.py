@@ -14,8 +14,9 @@ from tiny_models import WORDS
 
 from infoprompt.cli import main
 from infoprompt.export import LABELS_NAME, ONNX_NAME, export_refusal, onnx_probabilities
-from infoprompt.kinds import load_adapter
+from infoprompt.kinds import KINDS, load_adapter
 from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.registry import ONNX_EXPORT
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded
 from infoprompt.training.data import prompted_batch
@@ -39,8 +40,13 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=rng.randint(1, 20))) for _ in range(n)]
 
 
+# The committed adapters of the kinds with the ONNX-export capability, and of the others.
+EXPORTABLE = sorted(name for name, kind in KINDS.items() if ONNX_EXPORT in kind.capabilities)
+NOT_EXPORTABLE = sorted(set(KINDS) - set(EXPORTABLE))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["linear-probe", "setfit", "setfit-lora"])
+@pytest.mark.parametrize("kind", EXPORTABLE)
 def test_onnxruntime_gives_pytorchs_probabilities(kind, tiny_bert_here, capsys):
     if kind == "setfit":
         pytest.importorskip("setfit", reason="the setfit extra is not installed: pip install 'infoprompt[setfit]'")
@@ -67,7 +73,7 @@ def test_onnxruntime_gives_pytorchs_probabilities(kind, tiny_bert_here, capsys):
     assert AutoTokenizer.from_pretrained(out)(texts)["input_ids"] == model.backbone.tokenizer(texts)["input_ids"]
 
 
-@pytest.mark.parametrize("kind", ["prompt", "peft"])
+@pytest.mark.parametrize("kind", NOT_EXPORTABLE)
 def test_kinds_that_are_not_an_encoder_pass_and_a_head_are_refused(kind, tmp_path, capsys):
     out = tmp_path / "exported"
     assert main(["export", "--onnx", "--adapter", str(FIXTURES / kind), "--out", str(out), "--quiet"]) == 2
