@@ -79,12 +79,12 @@ def build_variant(variant: Variant, args, backbone, sample, seed: int) -> None:
     model = build_classifier(spec, backbone)
     variant.model = model
     variant.encoded = encode_examples(model, sample)
-    if variant.feature_cache and getattr(model, "needs_features", False):
+    if variant.feature_cache and model.needs_features:
         t0 = time.perf_counter()
         cache_features(model, variant.encoded, 64, precision=variant.precision)
         variant.cache_s = time.perf_counter() - t0
     variant.parameters = [p for p in model.parameters() if p.requires_grad]
-    if variant.method != "linear-probe":
+    if "epochs" in model.config.kind.training_options:  # a kind trained by gradient steps (not fitted in one go)
         lr = model.preset.lr
         variant.optimizer = torch.optim.AdamW(variant.parameters, lr=lr, weight_decay=0.01)
     model.train()

@@ -69,8 +69,6 @@ from speed import (  # benchmarks/speed.py
 from transformers import TrainerCallback
 
 DEFAULT_METHODS = ("linear-probe", "setfit", "setfit-lora", "infoprompt-contrastive", "infoprompt-plus")
-PAIR_KINDS = ("setfit", "setfit-lora")  # trained by the setfit library, a step being a batch of sentence pairs
-NO_STEP_KINDS = ("linear-probe",)  # fitted in one go
 REFERENCE = "setfit"
 
 Step = Callable[[list[int]], float | None]
@@ -163,10 +161,13 @@ class SetFitSteps:
 
 
 def step_kind(method: str) -> str:
-    from infoprompt.kinds import get_method
+    from infoprompt.kinds import kind_of
+    from infoprompt.kinds.setfit import fit_setfit
 
-    kind = get_method(method).kind
-    return "pairs" if kind in PAIR_KINDS else "none" if kind in NO_STEP_KINDS else "engine"
+    kind = kind_of(method)
+    if kind.fit is fit_setfit:
+        return "pairs"  # trained by the setfit library, a step being a batch of sentence pairs
+    return "engine" if "epochs" in kind.training_options else "none"  # a fit without epochs: fitted in one go
 
 
 def run_spec(args: argparse.Namespace, method: str) -> Any:
