@@ -58,7 +58,8 @@ TRAINING_STATE_NAME = "training_state.safetensors"
 # 1: one flat record of every kind's fields (up to infoprompt 0.1.0, read by format_v1.py); 2: the shared fields
 # plus "kind" and the kind's own "options".
 FORMAT_VERSION = 2
-# The fields of a config that a run's settings may give (a grid's `classifier`, make_classifier's options).
+# The fields of a config that its builder sets, not a run's settings (a grid's `classifier`, make_classifier's
+# options): every other field, and every option of the method's kind, a run may set.
 SET_BY_CALLER = ("task", "method", "backbone", "options", "labels", "init_seed", "backbone_fingerprint")
 
 
@@ -136,10 +137,6 @@ class ClassifierConfig:
     def n_prompts(self) -> int:
         """Prompt tokens the adapter inserts in an input (0 for kinds without prompts)."""
         return self.options.prompt_tokens()
-
-    def with_options(self, **changes: object) -> ClassifierConfig:
-        """A copy whose options have ``changes`` (what a kind's own resolution fills in)."""
-        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
     def resolved(self, task: TaskSpec) -> ClassifierConfig:
         """A copy with the task's labels where none are given, checked against what the kind can do: multi-label

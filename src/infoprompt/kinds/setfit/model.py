@@ -173,9 +173,14 @@ class SetFitClassifier(BaselineModel):
         self.body.save(str(directory), create_model_card=False)
         atomic_write_json(directory / SETFIT_CONFIG_NAME, {"labels": list(self.config.labels),
                                                            "normalize_embeddings": False})
+        self.save_head(directory, SETTINGS_NAME, "Transformer -> Pooling(mean) -> Normalize")
+
+    def save_head(self, directory: Path, settings_name: str, body: str) -> None:
+        """The regression's arrays, the settings (as ``settings_name``, ``body`` describing the body), the linear
+        head and the config: what every SetFit-kind adapter writes after its body."""
         write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
-        atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
-                                                       "body": "Transformer -> Pooling(mean) -> Normalize"})
+        atomic_write_json(directory / settings_name, {"settings": self.settings.to_json(), "fitted": self.fitted,
+                                                       "body": body})
         write_adapter(directory, self.saved_state(), self.config)  # last: its config marks a complete adapter
 
     @classmethod

@@ -11,9 +11,8 @@ import torch
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, replaced_directory, write_safetensors
-from infoprompt.kinds.common import write_adapter
-from infoprompt.kinds.config import FORMAT_VERSION, ClassifierConfig, read_weights
+from infoprompt.io_utils import replaced_directory
+from infoprompt.kinds.config import ClassifierConfig, read_weights
 from infoprompt.kinds.lora_layers import LAYER_SETS, lora_encoder
 from infoprompt.kinds.setfit import (
     HEAD_ATTRIBUTES,
@@ -120,10 +119,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         directory.mkdir(parents=True, exist_ok=True)
         with replaced_directory(directory / PEFT_DIR) as staging:
             self.lora_model.save_pretrained(str(staging))
-        write_safetensors(directory / HEAD_FILE, self.head_arrays(), FORMAT_VERSION)
-        atomic_write_json(directory / SETTINGS_NAME, {"settings": self.settings.to_json(), "fitted": self.fitted,
-                                                       "body": "Transformer+LoRA -> Pooling(mean) -> Normalize"})
-        write_adapter(directory, self.saved_state(), self.config)  # last: its config marks a complete adapter
+        self.save_head(directory, SETTINGS_NAME, "Transformer+LoRA -> Pooling(mean) -> Normalize")
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> SetFitLoraClassifier:
