@@ -163,8 +163,7 @@ class BaselineModel(AdapterModel):
     ) -> LossTerms:
         logits, _, _ = self(batch, pooled)
         pred = nn.functional.cross_entropy(logits, labels)
-        zero = pred.new_zeros(())
-        return LossTerms(total=pred, pred=pred, rep=zero, head=zero, kl=zero)
+        return LossTerms(total=pred, pred=pred)
 
 
 def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:

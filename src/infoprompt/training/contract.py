@@ -124,14 +124,21 @@ FitFunction = Callable[[Any, Sequence[Example], Sequence[Example] | None, TrainC
 
 @dataclass
 class LossTerms:
-    """The objective and its three terms (batch means), kept apart for the logs."""
+    """A training step's objective (``total``, which the step minimises) and its terms (batch means), kept apart
+    for the logs: ``pred`` the kind's own loss; ``rep``, ``head`` and ``kl`` the information terms of the kinds
+    that have them (zero where a kind has none), ``caps`` the cap log(K+1) of each active InfoNCE term."""
 
     total: torch.Tensor
     pred: torch.Tensor
-    rep: torch.Tensor
-    head: torch.Tensor
-    kl: torch.Tensor
-    caps: dict[str, float] = field(default_factory=dict)  # log(K+1) of each active InfoNCE term
+    rep: torch.Tensor | None = None
+    head: torch.Tensor | None = None
+    kl: torch.Tensor | None = None
+    caps: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("rep", "head", "kl"):
+            if getattr(self, name) is None:
+                setattr(self, name, self.pred.new_zeros(()))
 
     def as_floats(self) -> dict[str, float]:
         return {name: float(getattr(self, name).detach()) for name in ("total", "pred", "rep", "head", "kl")}
