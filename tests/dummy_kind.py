@@ -73,6 +73,7 @@ def fit_centroids(model, train_examples, eval_examples=None, config=None, log_pa
 
 KIND = Kind("centroid", CentroidClassifier, fit_centroids, options=CentroidOptions, capabilities={SHARED_PLAIN_PASS},
             training_options=(), methods=(
-                Method("centroid", CentroidOptions(), description="test-only: nearest class centroid"),
-                Method("centroid-sharp", CentroidOptions(centroid_scale=4.0), description="test-only: sharper"),
+                Method("centroid", CentroidOptions(), lr=0.0, description="test-only: nearest class centroid"),
+                Method("centroid-sharp", CentroidOptions(centroid_scale=4.0), lr=0.0,
+                       description="test-only: sharper"),
             ))

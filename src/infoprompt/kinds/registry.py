@@ -48,7 +48,8 @@ class Method:
     Attributes:
         name: CLI / table name.
         options: the preset, an instance of the kind's options class; a run's own options override it.
-        lr: default learning rate of the kind's fit (unused by a fit without one).
+        lr: default learning rate of the kind's fit (required, so that no row trains at 0 by omission; a fit
+            without one, the probe's, takes 0).
         select: ``"none"`` (train all epochs) or ``"holdout"`` (pick the epoch count on a held-out slice of the
             few-shot draw, then refit); see :class:`~infoprompt.training.TrainConfig`.
         warm_start: fit the head by logistic regression on the initial features before training.
@@ -63,7 +64,7 @@ class Method:
 
     name: str
     options: KindOptions
-    lr: float = 0.0
+    lr: float
     select: str = "none"
     warm_start: bool = False
     refit_head: bool = False
