@@ -11,12 +11,18 @@ from infoprompt.kinds.setfit.model import (
     read_settings,
     require_setfit,
 )
-from infoprompt.kinds.setfit.options import HEAD_C_GRID, SetFitOptions, SetFitSettings, pair_options
+from infoprompt.kinds.setfit.options import (
+    HEAD_C_GRID,
+    HeadOptions,
+    SetFitOptions,
+    SetFitSettings,
+    pair_options,
+)
 from infoprompt.kinds.setfit.text import SetFitTextEncoder, render_text
 
-__all__ = ["HEAD_ATTRIBUTES", "HEAD_C_GRID", "HEAD_FILE", "KIND", "SETFIT_TRAINING", "SetFitClassifier", "SetFitOptions",
-           "SetFitSettings", "SetFitTextEncoder", "build_body", "fit_setfit", "pair_options", "read_settings",
-           "render_text", "require_setfit", "select_head_c", "train_body"]
+__all__ = ["HEAD_ATTRIBUTES", "HEAD_C_GRID", "HEAD_FILE", "KIND", "SETFIT_TRAINING", "HeadOptions", "SetFitClassifier",
+           "SetFitOptions", "SetFitSettings", "SetFitTextEncoder", "build_body", "fit_setfit", "pair_options",
+           "read_settings", "render_text", "require_setfit", "select_head_c", "train_body"]
 
 KIND = Kind("setfit", SetFitClassifier, fit_setfit, options=SetFitOptions, capabilities={ONNX_EXPORT},
             training_options=SETFIT_TRAINING, require=require_setfit, methods=(

@@ -16,19 +16,17 @@ HEAD_CV_FOLDS = 5
 
 
 @dataclass(frozen=True)
-class SetFitOptions(KindOptions):
-    """SetFit's options.
+class HeadOptions(KindOptions):
+    """The C of a logistic-regression head fitted on a trained body's embeddings: fixed, or picked on the draw
+    (SetFit's kinds; a kind with such a head inherits these).
 
     Attributes:
-        pair_iterations: contrastive pairs per training example and per polarity (SetFit's ``num_iterations``).
-        head_c: inverse L2 strength C of the logistic-regression head; ``None``: SetFit's default, 1 (or the C
-            that ``select_head_c`` picks).
+        head_c: inverse L2 strength C of the head; ``None``: SetFit's default, 1 (or the C that ``select_head_c``
+            picks).
         select_head_c: pick the head's C on the few-shot draw (stratified k-fold log-loss of the trained body's
             embeddings over :data:`HEAD_C_GRID`) instead of using a fixed one.
     """
 
-    pair_iterations: int = option(20, "contrastive pairs per training example and polarity, SetFit's "
-                                  "num_iterations (default 20)", type=POSITIVE)
     head_c: float | None = option(None, "C (inverse L2 strength) of the logistic-regression head (default SetFit's "
                                   "1)", type=POSITIVE_FLOAT)
     select_head_c: bool = option(False, "pick the head's C on the few-shot draw by stratified cross-validation "
@@ -37,6 +35,15 @@ class SetFitOptions(KindOptions):
     def check(self) -> None:
         if self.head_c is not None and self.select_head_c:
             raise UserError("head_c fixes the head's C and select_head_c picks it on the draw: give one of them")
+
+
+@dataclass(frozen=True)
+class SetFitOptions(HeadOptions):
+    """SetFit's options: the head's (:class:`HeadOptions`) and ``pair_iterations``, the contrastive pairs per
+    training example and per polarity (SetFit's ``num_iterations``)."""
+
+    pair_iterations: int = option(20, "contrastive pairs per training example and polarity, SetFit's "
+                                  "num_iterations (default 20)", type=POSITIVE)
 
 
 @dataclass(frozen=True)
