@@ -32,7 +32,7 @@ INSTALL_HINT = "pip install 'infoprompt[onnx]'"
 OPSET = 18
 # onnxruntime and PyTorch differ by float rounding only; more than this means the graph is wrong.
 PARITY_TOLERANCE = 1e-4
-EXPORTABLE_KINDS = ("linear-probe", "setfit", "setfit-lora")
+EXPORTABLE_KINDS = ("linear-probe", "setfit", "setfit-lora", "top-lora")
 NOT_EXPORTABLE = {
     "prompt": "prompt methods insert soft prompts (generated ones from a first encoder pass) at template positions, "
               "which the tokenizer's inputs do not carry",

@@ -1,7 +1,17 @@
 """Every kind of adapter, registered: a kind is one module (or folder) with its model, its fit and its methods,
 plus one line here. Build, train and load a model of any kind through :mod:`infoprompt.kinds.factory`."""
 
-from infoprompt.kinds import contrastive, lora_ce, peft_prompt, probe, prompt, released, setfit, setfit_lora
+from infoprompt.kinds import (
+    contrastive,
+    lora_ce,
+    peft_prompt,
+    probe,
+    prompt,
+    released,
+    setfit,
+    setfit_lora,
+    top_lora,
+)
 from infoprompt.kinds.factory import build_model, load_adapter, make_classifier, train
 from infoprompt.kinds.registry import (
     KINDS,
@@ -22,6 +32,7 @@ register_kind(setfit_lora.KIND)
 register_kind(released.KIND)
 register_kind(contrastive.KIND)
 register_kind(lora_ce.KIND)
+register_kind(top_lora.KIND)
 
 __all__ = [
     "KINDS",

@@ -42,10 +42,11 @@ MI_NEGATIVES = ("paper", "batch")
 POOLINGS = ("mean", "cls", "embeddings", "spans")
 HEAD_SUMMARIES = ("predicted", "mean")
 # The kinds that take each kind-only training option (``resolved`` refuses it on any other).
-LORA_KINDS = ("setfit-lora", "lora")
+LORA_KINDS = ("setfit-lora", "lora", "top-lora")
 SETFIT_KINDS = ("setfit", "setfit-lora")
+HEAD_KINDS = (*SETFIT_KINDS, "top-lora")
 OPTION_KINDS = {"pair_iterations": SETFIT_KINDS, "lora_rank": LORA_KINDS, "lora_alpha": LORA_KINDS,
-                "lora_targets": LORA_KINDS, "head_c": SETFIT_KINDS, "select_head_c": SETFIT_KINDS}
+                "lora_targets": LORA_KINDS, "head_c": HEAD_KINDS, "select_head_c": HEAD_KINDS}
 # Options of one kind only, left out of the saved config while unset (the two first have checks of their own).
 KIND_ONLY_FIELDS = ("released_batch_prompt", "temperature", *OPTION_KINDS)
 LONG_TEXTS = ("truncate", "chunk")

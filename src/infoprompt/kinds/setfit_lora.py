@@ -144,23 +144,30 @@ class SetFitLoraClassifier(SetFitClassifier):
     """SetFit whose body is the shared backbone with LoRA adapters: only the LoRA weights (and the head) are
     the adapter's; the backbone's own weights are shared, never copied or changed."""
 
+    settings_type: type = SetFitLoraSettings  # what ``load`` reads the saved settings as
+
     def default_settings(self) -> SetFitLoraSettings:
         """setfit-lora's defaults with the adapter config's options (``--pair-iterations``, ``--lora-*``)."""
         return SetFitLoraSettings(**pair_options(self.config),
                                   **{**preset_lora(self.config.method), **lora_options(self.config)})
 
     def _make_body(self, backbone: Backbone) -> Any:
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
 
         body = build_body(backbone, self.config.max_length, copy_weights=False)
         encoder = structure_copy(backbone.model)
-        settings = self.settings
-        lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
-                          target_modules=lora_targets(encoder, settings), bias="none")
         with torch.random.fork_rng(), quiet_peft_wrap():
             torch.manual_seed(self.config.init_seed)  # LoRA's A matrices start random, B at zero
-            body[0].model = get_peft_model(encoder, lora)  # what the Transformer module runs (auto_model reads it)
+            body[0].model = get_peft_model(encoder, self.lora_config(encoder))  # auto_model reads it
         return body
+
+    def lora_config(self, encoder: nn.Module) -> Any:
+        """peft's ``LoraConfig`` of this adapter's LoRA in ``encoder``."""
+        from peft import LoraConfig
+
+        settings = self.settings
+        return LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
+                          target_modules=lora_targets(encoder, settings), bias="none")
 
     @property
     def lora_model(self) -> Any:
@@ -200,7 +207,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         from peft import set_peft_model_state_dict
 
         require_setfit()
-        settings, fitted = read_settings(directory / SETTINGS_NAME, SetFitLoraSettings)
+        settings, fitted = read_settings(directory / SETTINGS_NAME, cls.settings_type)
         model = cls(backbone, config, settings)
         if not (directory / PEFT_DIR).is_dir():
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
