@@ -33,7 +33,9 @@ class Classifier:
     ``options`` are :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``n_prompts``, ``max_length``,
     ``beta``, ...) and :class:`~infoprompt.training.TrainConfig` fields (``epochs``, ``lr``, ``device``, ...),
     with ``seed`` (default 1) seeding both the initialisation and training; progress bars are off unless
-    ``progress=True``. An unknown option is a one-line error.
+    ``progress=True``; ``threads`` sets torch's CPU threads for :meth:`fit` and :meth:`predict` (default: the
+    CPUs this process may use, see :func:`~infoprompt.threads.use_threads`, which leaves a count the calling
+    program set with ``torch.set_num_threads`` alone). An unknown option is a one-line error.
 
     Labels may be any hashable values. Inside, a class is named by the label's string form (``3`` -> ``"3"``),
     so two labels with the same string form (``1`` and ``"1"``) are an error. :meth:`predict` returns the
@@ -45,8 +47,11 @@ class Classifier:
         from infoprompt.kinds.config import ClassifierConfig
         from infoprompt.kinds.registry import get_method
         from infoprompt.training.config import TrainConfig
+        from infoprompt.validation import positive_int
 
         get_method(method)  # an unknown method fails here, not at fit
+        threads = options.pop("threads", None)
+        self.threads = None if threads is None else positive_int(threads, "threads")
         model_fields = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
         unknown = sorted(set(options) - model_fields - train_fields)
@@ -75,9 +80,11 @@ class Classifier:
         """
         from infoprompt.kinds import make_classifier, train
         from infoprompt.tasks.user_task import user_task
+        from infoprompt.threads import use_threads
         from infoprompt.training.config import TrainConfig
         from infoprompt.training.data import report_truncation
 
+        use_threads(self.threads)
         if len(texts) != len(labels):
             raise UserError(f"fit got {len(texts)} texts but {len(labels)} labels")
         pairs = _is_pairs(texts)
@@ -105,10 +112,12 @@ class Classifier:
     def predict_proba(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64):
         """Class probabilities, a NumPy array (n, n_classes) whose columns follow :attr:`classes_`; rows sum to 1
         (multi-label: each label's own probability)."""
+        from infoprompt.threads import use_threads
         from infoprompt.training.data import encode_examples, report_truncation
         from infoprompt.training.inference import predict_encoded
 
         model = self._fitted()
+        use_threads(self.threads)
         pairs = _is_pairs(texts) if len(texts) else len(model.task.fields) == 2
         if pairs != (len(model.task.fields) == 2):
             raise UserError(f"this classifier reads {'sentence pairs' if not pairs else 'one text'} per example, "

@@ -58,17 +58,18 @@ def ray_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import torch
-
     from infoprompt.experiments.grid import load_cells, parse_shard, shard
     from infoprompt.experiments.store import RUNS_DIR, record_path
     from infoprompt.experiments.sweep import cell_status, run_sweep
     from infoprompt.pipeline import run_training
+    from infoprompt.threads import use_threads
     from infoprompt.tracking import TrackedRunner, make_tracker
 
     backend = ray_options(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if backend is not None and args.workers is not None:
+        raise UserError("--workers is for local sweeps; with --backend ray each cell gets --cpus-per-cell threads")
+    if backend is None and not args.list:
+        use_threads(args.threads, workers=args.workers or 1)
     cells = load_cells(args.grid, flag_overrides(args))
     total = len(cells)
     if args.shard:
@@ -92,7 +93,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from infoprompt.experiments.ray_backend import run_sweep_ray
 
         summary = run_sweep_ray(cells, args.results, options=backend, save_runs=args.save_runs, runner=runner,
-                                progress=not args.quiet)
+                                progress=not args.quiet, threads=args.threads)
     print(summary.line())
     for cell_id, error in summary.failed:
         print(f"  failed {cell_id}: {error}")
@@ -145,7 +146,10 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--shard", help="run shard i/n (1 <= i <= n) of the cells, e.g. $((SLURM_ARRAY_TASK_ID+1))/8")
     sweep.add_argument("--save-runs", action="store_true", help="also keep each cell's adapter and training log")
     sweep.add_argument("--list", action="store_true", help="list the cells and their status, run nothing")
-    sweep.add_argument("--threads", type=POSITIVE, help="torch CPU threads")
+    sweep.add_argument("--threads", type=POSITIVE, help="torch CPU threads per cell (default: the CPUs this process "
+                                                        "may use, divided among --workers, unless OMP_NUM_THREADS is set)")
+    sweep.add_argument("--workers", type=POSITIVE, help="how many sweeps (this one included) share this machine's "
+                                                        "CPUs: each takes its share of torch threads (default 1)")
     sweep.add_argument("--device", help="auto, cpu, cuda, cuda:N (default: the grid's, else auto)")
     sweep.add_argument("--precision", choices=("fp32", "bf16"), help="default: the grid's, else fp32")
     sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")

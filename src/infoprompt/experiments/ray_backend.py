@@ -33,6 +33,7 @@ from infoprompt.experiments.sweep import (
 )
 from infoprompt.pipeline import run_training
 from infoprompt.progress import bar_disabled
+from infoprompt.threads import use_threads
 from infoprompt.validation import nonnegative_int
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -49,7 +50,8 @@ class RayOptions:
             ``ray://HOST:PORT`` joins that cluster's head. An already connected driver (``ray.init`` in the
             calling program) is used as it is.
         cpus_per_cell / gpus_per_cell: each cell's resource request; a cell runs with that many torch
-            threads (at least one) and sees the GPUs Ray gives it.
+            threads (at least one, at most the CPUs its worker may use; ``--threads`` overrides) and sees the
+            GPUs Ray gives it.
         max_retries: how often a cell whose worker died (a preempted node, a killed process) is started again
             before it is recorded as failed.
     """
@@ -79,16 +81,16 @@ def _import_ray() -> Any:
 _WORKER_BACKBONES: BackboneCache | None = None
 
 
-def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int,
-                  cwd: str) -> dict[str, Any]:
+def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int | None,
+                  cpus_per_cell: float, cwd: str) -> dict[str, Any]:
     """The body of one Ray task: the local backend's per-cell code, in the driver's working directory (so
     that relative data and backbone paths mean what they mean there), writing the record to the store."""
     global _WORKER_BACKBONES
-    import torch
-
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    torch.set_num_threads(threads)
+    # Ray sets OMP_NUM_THREADS in its workers from the same CPU request, so the request is read directly and
+    # the variable is not taken for a user's.
+    use_threads(threads, cpus_per_worker=max(1, int(cpus_per_cell)), environ={})
     if _WORKER_BACKBONES is None:
         _WORKER_BACKBONES = BackboneCache()
     summary = SweepSummary()
@@ -165,11 +167,13 @@ def run_sweep_ray(
     runner: Runner = run_training,
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
+    threads: int | None = None,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` as a Ray task and store one record per cell, as
     :func:`~infoprompt.experiments.sweep.run_sweep` does: finished cells are skipped, a cell that raises is
     recorded as failed, a cell whose worker died is retried ``options.max_retries`` times and then recorded
-    as failed, and a backbone that cannot be loaded stops the sweep with the loader's error.
+    as failed, and a backbone that cannot be loaded stops the sweep with the loader's error. Each cell runs
+    with ``threads`` torch threads, by default with as many as it asks CPUs of Ray.
 
     Workers write the records and ``--save-runs`` directories into ``results_dir``, so on a cluster it must
     be a directory every node sees at the same path; the driver writes each record again where it differs
@@ -196,7 +200,7 @@ def run_sweep_ray(
             raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
         claimed, summary.claimed_elsewhere = _claim_free(results_dir, todo)
         try:
-            _run_tasks(ray, claimed, results_dir, options, save_runs, runner, progress, echo, summary)
+            _run_tasks(ray, claimed, results_dir, options, threads, save_runs, runner, progress, echo, summary)
         finally:
             for cell in claimed:
                 release_claim(results_dir, cell)
@@ -207,18 +211,18 @@ def run_sweep_ray(
     return summary
 
 
-def _run_tasks(ray: Any, cells: list[Cell], results_dir: Path, options: RayOptions, save_runs: bool, runner: Runner,
-               progress: bool, echo: Callable[[str], None], summary: SweepSummary) -> None:
+def _run_tasks(ray: Any, cells: list[Cell], results_dir: Path, options: RayOptions, threads: int | None,
+               save_runs: bool, runner: Runner, progress: bool, echo: Callable[[str], None],
+               summary: SweepSummary) -> None:
     """Submit one task per cell and record each as it ends; on an error that stops the sweep, or Ctrl-C,
     the tasks still queued or running are cancelled."""
     task = ray.remote(run_cell_task).options(
         num_cpus=options.cpus_per_cell, num_gpus=options.gpus_per_cell, max_retries=options.max_retries,
         retry_exceptions=False,
     )
-    threads = max(1, int(options.cpus_per_cell))
     cwd = os.getcwd()
-    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, cwd): (cell, time.perf_counter())
-                 for cell in cells}
+    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, options.cpus_per_cell, cwd):
+                 (cell, time.perf_counter()) for cell in cells}
     bar = tqdm(total=len(cells), desc="sweep (ray)", unit="cell", disable=bar_disabled(progress))
     try:
         for number in range(1, len(cells) + 1):

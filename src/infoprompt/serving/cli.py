@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import socket
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from infoprompt.validation import option, positive_int
 
 POSITIVE = option(positive_int)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+DEFAULT_MAX_THREADS = 4
 
 
 def non_negative_float(value: str) -> float:
@@ -54,8 +54,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-body-bytes", type=POSITIVE, default=1 << 20, help="request body limit (default 1 MiB)")
     serve.add_argument("--max-queue", type=POSITIVE, default=1024,
                        help="requests waiting per adapter before 503 (default 1024)")
-    serve.add_argument("--threads", type=POSITIVE, default=min(4, os.cpu_count() or 1),
-                       help="torch threads for inference (default: the CPU count, at most 4)")
+    serve.add_argument("--threads", type=POSITIVE,
+                       help="torch threads for inference (default: the CPUs this process may use, by affinity and "
+                            f"cgroup quota, at most {DEFAULT_MAX_THREADS}, unless OMP_NUM_THREADS is set)")
     serve.add_argument("--drain-timeout", type=POSITIVE, default=30,
                        help="seconds a shutdown waits for requests in flight (default 30)")
     serve.add_argument("--separate-backbones", action="store_true",
@@ -116,9 +117,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from infoprompt.serving.app import ServeSettings, create_app
     except ModuleNotFoundError as error:
         raise UserError(f"infoprompt serve needs {error.name}: pip install 'infoprompt[serve]'") from None
-    import torch
-
     from infoprompt.serving.registry import AdapterRegistry
+    from infoprompt.threads import use_threads
 
     names = [name for name, _ in args.adapter]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -128,7 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--adapter-root {args.adapter_root} is not a directory")
     token = read_token(args.token_file) if args.token_file else None
     loopback = is_loopback(args.host)
-    torch.set_num_threads(args.threads)
+    threads = use_threads(args.threads, at_most=DEFAULT_MAX_THREADS)
     quiet_progress_bars()
     registry = AdapterRegistry(Path(args.adapter_root) if args.adapter_root else None, args.cache_dir,
                                separate_backbones=args.separate_backbones)
@@ -144,6 +144,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(create_app(registry=registry, settings=settings), log_level=args.log_level,
                             timeout_graceful_shutdown=args.drain_timeout, access_log=args.log_level in ("info", "debug"))
     print(f"infoprompt: serving {len(registry.adapters)} adapter(s) on {len(registry.backbones)} backbone(s) at "
-          f"http://{args.host if ':' not in args.host else f'[{args.host}]'}:{args.port}", file=sys.stderr, flush=True)
+          f"http://{args.host if ':' not in args.host else f'[{args.host}]'}:{args.port} with {threads.threads} torch "
+          f"thread(s) ({threads.source})", file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
