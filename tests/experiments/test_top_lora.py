@@ -146,3 +146,11 @@ def test_bad_top_lora_settings_are_one_line_errors(toy_task, bert_backbone):
     one_class = [e for e in examples(toy_task) if e.label == "positive"]
     with pytest.raises(UserError, match="at least two classes"):
         train(model, one_class, None, TrainConfig(progress=False))
+
+
+def test_plateau_stops_after_patience_epochs_without_real_improvement():
+    from infoprompt.kinds.top_lora.fit import Plateau
+
+    plateau = Plateau(tolerance=0.01, patience=2)
+    assert [plateau.reached(v) for v in (4.0, 3.5, 3.2, 3.19, 3.2, 3.0, 2.99, 2.985)] == [
+        False, False, False, False, True, False, False, True]

@@ -51,6 +51,24 @@ def epoch_batches(labels: Sequence[int], batch_size: int, generator: torch.Gener
     return [batches[i] for i in order if batches[i]]
 
 
+class Plateau:
+    """Whether an epoch's mean loss has stopped improving: less than ``tolerance`` × the first epoch's mean loss
+    below the best epoch before it, ``patience`` epochs running."""
+
+    def __init__(self, tolerance: float, patience: int):
+        self.tolerance, self.patience = tolerance, patience
+        self.first: float | None = None
+        self.best = float("inf")
+        self.flat = 0
+
+    def reached(self, loss: float) -> bool:
+        if self.first is None:
+            self.first = abs(loss) or 1.0
+        self.flat = self.flat + 1 if self.best - loss < self.tolerance * self.first else 0
+        self.best = min(self.best, loss)
+        return self.flat >= self.patience
+
+
 class TopBlocksTrainer:
     """The training state of one run: the cached lower-block states of the draw and the loop over the top blocks."""
 
@@ -116,16 +134,22 @@ class TopBlocksTrainer:
         label_tensor = torch.tensor(list(labels))
         steps, last = 0, float("nan")
         bar = tqdm(total=total, desc=f"top-lora {phase}", unit="step", disable=bar_disabled(progress), leave=False)
+        plateau = Plateau(settings.plateau_tolerance, settings.plateau_patience) if settings.stop == "plateau" else None
         torch.manual_seed(seed)  # the top blocks' dropout masks
         for epoch, batches in enumerate(plan, start=1):
+            losses = []
             for batch in batches[: total - steps]:
                 last = self.step([rows[i] for i in batch], label_tensor[batch], optimizer, schedule)
+                losses.append(last)
                 steps += 1
                 log.write({"type": "step", "phase": phase, "step": steps, "epoch": epoch, "loss_total": last,
                            "loss_pred": last, "lr": schedule.get_last_lr()[0]})
                 bar.update(1)
                 bar.set_postfix(loss=f"{last:.4f}")
             stop = after_epoch is not None and after_epoch(epoch)
+            if plateau is not None and losses and plateau.reached(sum(losses) / len(losses)):
+                log.write({"type": "plateau", "phase": phase, "step": steps, "epoch": epoch})
+                stop = True
             if stop or steps >= total:
                 break
         bar.close()

@@ -18,6 +18,7 @@ from infoprompt.kinds.top_lora.blocks import check_top_layers, encoder_blocks
 from infoprompt.kinds.top_lora.losses import LOSSES
 
 SELECTIONS = ("none", "holdout")
+STOPS = ("none", "plateau")
 DEFAULT_TOP_LAYERS = 4
 
 
@@ -47,6 +48,10 @@ class TopLoraSettings:
             slice of the draw, with the head refitted at each check; then trained again on the whole draw).
         holdout_fraction / check_every / patience: the held-out share of each class, the epochs between
             checks, and the checks without a better score after which the selection pass stops (0: never).
+        stop: ``none`` or ``plateau``: end training once the epoch's mean loss has improved on the best epoch
+            before it by less than ``plateau_tolerance`` × the first epoch's mean loss, ``plateau_patience``
+            epochs running (the draw's classes are as separated as the objective makes them; more epochs
+            only repeat it).
         head_c / head_max_iter / head_c_choices: the logistic head, as setfit's.
     """
 
@@ -70,6 +75,9 @@ class TopLoraSettings:
     holdout_fraction: float = 0.25
     check_every: int = 2
     patience: int = 2
+    stop: str = "none"
+    plateau_tolerance: float = 0.01
+    plateau_patience: int = 2
     head_c: float = 1.0
     head_max_iter: int = 100
     head_c_choices: tuple[float, ...] = ()
@@ -81,7 +89,7 @@ class TopLoraSettings:
             positive = not isinstance(self.top_layers, bool) and isinstance(self.top_layers, int) and self.top_layers > 0
             if not positive:
                 raise UserError(f"top-lora top_layers must be a positive integer, got {self.top_layers!r}")
-        for name in ("rank", "alpha", "epochs", "batch_size", "encode_batch", "check_every"):
+        for name in ("rank", "alpha", "epochs", "batch_size", "encode_batch", "check_every", "plateau_patience"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"top-lora {name} must be a positive integer, got {value!r}")
@@ -93,7 +101,9 @@ class TopLoraSettings:
             raise UserError(f"top-lora layers must be one of {', '.join(LAYER_SETS)}, got {self.layers!r}")
         if self.select not in SELECTIONS:
             raise UserError(f"top-lora select must be one of {', '.join(SELECTIONS)}, got {self.select!r}")
-        for name in ("temperature", "margin", "body_learning_rate", "head_c"):
+        if self.stop not in STOPS:
+            raise UserError(f"top-lora stop must be one of {', '.join(STOPS)}, got {self.stop!r}")
+        for name in ("temperature", "margin", "body_learning_rate", "head_c", "plateau_tolerance"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
                 raise UserError(f"top-lora {name} must be a positive number, got {value!r}")
