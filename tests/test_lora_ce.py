@@ -77,7 +77,7 @@ def test_rank_alpha_and_targets_are_options_kept_in_the_adapter(bert_backbone, t
 
 
 def test_lora_options_are_refused_where_they_mean_nothing(bert_backbone):
-    with pytest.raises(UserError, match="lora_rank is an option of the setfit-lora and lora kinds, not of method"):
+    with pytest.raises(UserError, match="lora_rank is an option of the setfit-lora and lora and top-lora kinds, not of method"):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="infoprompt-plus", lora_rank=4)
     with pytest.raises(UserError, match="pair_iterations is an option of the setfit and setfit-lora kinds"):
         infoprompt.make_classifier(bert_backbone, task="sst2", method="lora-ce", pair_iterations=4)

@@ -294,5 +294,5 @@ def test_head_c_options_reach_the_fit_the_record_and_the_saved_adapter(toy_task,
                          ({"head_c": 0.0}, "head_c must be"),):
         with pytest.raises(UserError, match=message):
             build_classifier(dataclasses.replace(spec, classifier={"max_length": 32, **bad}), backbone)
-    with pytest.raises(UserError, match="head_c is an option of the setfit and setfit-lora kinds"):
+    with pytest.raises(UserError, match="head_c is an option of the setfit and setfit-lora and top-lora kinds"):
         build_classifier(dataclasses.replace(spec, method="linear-probe", classifier={"head_c": 10.0}), backbone)
