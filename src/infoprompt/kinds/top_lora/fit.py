@@ -159,7 +159,8 @@ class TopBlocksTrainer:
 
 def fit_head(settings: TopLoraSettings, features: np.ndarray, labels: Sequence[int], seed: int,
              c: float | None = None) -> LogisticRegression:
-    head = LogisticRegression(C=c or settings.head_c, max_iter=settings.head_max_iter, random_state=seed)
+    head = LogisticRegression(C=c or settings.head_c, max_iter=settings.head_max_iter, random_state=seed,
+                              class_weight="balanced" if settings.head_balanced else None)
     return head.fit(features, list(labels))
 
 

@@ -53,6 +53,8 @@ class TopLoraSettings:
             epochs running (the draw's classes are as separated as the objective makes them; more epochs
             only repeat it).
         head_c / head_max_iter / head_c_choices: the logistic head, as setfit's.
+        head_balanced: weigh the head's classes inversely to their counts in the draw (scikit-learn's
+            ``class_weight="balanced"``), so that a minority class is not predicted away.
     """
 
     top_layers: int | None = None
@@ -81,6 +83,7 @@ class TopLoraSettings:
     head_c: float = 1.0
     head_max_iter: int = 100
     head_c_choices: tuple[float, ...] = ()
+    head_balanced: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them
