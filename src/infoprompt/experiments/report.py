@@ -157,6 +157,8 @@ def build_report(
 # SHA-256. Only those files are ever replaced or removed; every other file of the directory is carried over.
 MANIFEST_NAME = "report-manifest.json"
 MANIFEST_FORMAT = 1
+# How the report.md and cells.csv of a report written before the manifest begin: such a directory is adopted.
+LEGACY_STARTS = {"report.md": "## Results from `", "cells.csv": "backbone,method,task,shots,n_prompts,mean,std,"}
 
 
 def read_manifest(out: Path) -> dict[str, str] | None:
@@ -172,6 +174,18 @@ def read_manifest(out: Path) -> dict[str, str] | None:
         raise UserError(f"{path}: not a report manifest this version wrote (format {MANIFEST_FORMAT}, 'files' "
                         "mapping names to SHA-256), so the directory is left alone; name a new directory")
     return files
+
+
+def _is_legacy_report(out: Path) -> bool:
+    """Whether ``out`` holds a report.md and a cells.csv that begin as a report wrote them before manifests."""
+    for name, start in LEGACY_STARTS.items():
+        path = out / name
+        if path.is_symlink() or not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            if handle.read(len(start)).decode("utf-8", "replace") != start:
+                return False
+    return True
 
 
 def _plain_name(name: str) -> bool:
@@ -192,6 +206,9 @@ def check_report_target(out: Path, writing: Sequence[str] = ()) -> dict[str, str
     if not out.is_dir() or not any(out.iterdir()):
         return {}
     written = read_manifest(out)
+    if written is None and _is_legacy_report(out):
+        # A report of a version before the manifest: this report's files replace theirs, all else is kept.
+        return {name: _digest(out / name) for name in writing if (out / name).is_file()}
     if written is None:
         raise UserError(f"report output {out} holds files and is not a report directory (one holding the "
                         f"{MANIFEST_NAME} a report writes), so it is left alone; name a new or empty directory")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 from collections.abc import Hashable, Sequence
@@ -73,6 +74,10 @@ def contained_directory(root: Path, path: str | Path, what: str = "adapter path"
     text = str(path)
     if "\x00" in text:
         raise UserError(f"{what} {text!r} holds a NUL character, which no file name may hold")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as error:  # a lone surrogate ("\ud800" in the JSON): no file system name
+        raise UserError(f"{what} {short_path(text)!r} holds {text[error.start]!r}, which no file name may hold") from None
     try:
         root = root.resolve()
         candidate = Path(path)
@@ -163,7 +168,7 @@ class AdapterRegistry:
             return
         location = Path(info.backbone).expanduser()
         for allowed in (self.root, *self.backbone_dirs):
-            with contextlib.suppress(OSError, RuntimeError):
+            with contextlib.suppress(OSError, RuntimeError, UnicodeError):  # no path: a named backbone, or none
                 if location.resolve().is_relative_to(allowed):
                     contained_directory(allowed, location.resolve(), "backbone directory")
                     return
