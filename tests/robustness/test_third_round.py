@@ -297,27 +297,32 @@ def test_report_writes_a_manifest_and_reruns_on_its_own_directory(tmp_path):
     assert (out / "notes.md").read_text() == "mine"
 
 
-def test_report_never_replaces_a_file_it_wrote_that_the_user_changed(tmp_path):
-    results = stored_results(tmp_path / "results")
-    out = tmp_path / "out"
-    assert run_cli("report", results, "--out", out).code == 0
+def edit_own_report(out: Path) -> str:
     (out / "report.md").write_text("my edits")
-    result = run_cli("report", results, "--out", out)
-    assert result.one_line_error and "report.md was changed since the report wrote it" in result.err
-    assert (out / "report.md").read_text() == "my edits"
+    return "report.md"
 
 
-def test_report_never_replaces_a_file_no_report_wrote(tmp_path):
-    results = stored_results(tmp_path / "results")
-    out = tmp_path / "out"
-    assert run_cli("report", results, "--out", out).code == 0
+def put_own_cells_csv(out: Path) -> str:
     manifest = json.loads((out / "report-manifest.json").read_text())
     del manifest["files"]["cells.csv"]  # cells.csv is now a file of the user's that the report would write
     (out / "report-manifest.json").write_text(json.dumps(manifest))
     (out / "cells.csv").write_text("mine")
+    return "cells.csv"
+
+
+@pytest.mark.parametrize(("spoil", "message"), [
+    (edit_own_report, "report.md was changed since the report wrote it"),
+    (put_own_cells_csv, "holds cells.csv, which this report would write but no report wrote"),
+])
+def test_report_never_replaces_a_file_it_did_not_write(tmp_path, spoil, message):
+    results = stored_results(tmp_path / "results")
+    out = tmp_path / "out"
+    assert run_cli("report", results, "--out", out).code == 0
+    name = spoil(out)
+    before = (out / name).read_text()
     result = run_cli("report", results, "--out", out)
-    assert result.one_line_error and "holds cells.csv, which this report would write but no report wrote" in result.err
-    assert (out / "cells.csv").read_text() == "mine"
+    assert result.one_line_error and message in result.err
+    assert (out / name).read_text() == before
 
 
 def test_a_report_directory_of_an_earlier_version_is_adopted(tmp_path):
