@@ -438,7 +438,8 @@ def test_the_server_refuses_invisible_text_and_deep_bodies_with_the_gates_messag
 def test_an_adapter_path_the_file_system_cannot_take_is_a_4xx(served, path):
     root, client = served
     with client(backbone_dirs=[root / "tiny-bert"]) as api:
-        answer = api.post("/v1/adapters", json={"name": "b", "path": path})
+        body = json.dumps({"name": "b", "path": path})  # ASCII: a lone surrogate travels as its \ud800 escape
+        answer = api.post("/v1/adapters", content=body, headers={"Content-Type": "application/json"})
         assert 400 <= answer.status_code < 500 and len(answer.json()["error"]["message"].splitlines()) == 1
 
 
