@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.files import PAIR_FIELD, TEXT_FIELD, FileColumns
 from infoprompt.tasks.multilabel import encode_label_set
@@ -228,8 +229,8 @@ def _is_pairs(texts: Sequence[Any]) -> bool:
         if not ok:
             raise UserError(f"texts[{i}]: expected {'a (text, text_pair) tuple of strings' if pairs else 'a string'}"
                             f" like texts[0], got {text!r}")
-        if not all(t.strip() for t in (text if pairs else (text,))):
-            raise UserError(f"texts[{i}]: empty text")
+        check_texts(dict(zip((TEXT_FIELD, PAIR_FIELD), text, strict=True)) if pairs else {TEXT_FIELD: text},
+                     f"texts[{i}]")
     return pairs
 
 

@@ -424,6 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("infoprompt: interrupted", file=sys.stderr)
         return 130
+    except OSError as error:  # what the file system refused that no check foresaw (a path over PATH_MAX)
+        from infoprompt.io_utils import os_error_message
+
+        print(f"infoprompt: error: {os_error_message(error)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

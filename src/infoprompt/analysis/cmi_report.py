@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from infoprompt.analysis.target import AnalysisTarget
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import shots_label
-from infoprompt.io_utils import adapter_config_file
+from infoprompt.io_utils import adapter_config_file, read_json_object
 from infoprompt.pipeline import RunSpec, read_split, run_training
 from infoprompt.tasks import Example, get_task
 from infoprompt.training.config import TrainConfig
@@ -324,7 +323,7 @@ def _adapter_prompts(adapters: list[SourceSpec]) -> int | None:
         path = adapter_config_file(Path(spec.adapter or ""))
         if path is not None:
             try:
-                return int(json.loads(path.read_text(encoding="utf-8")).get("n_prompts") or 0) or None
-            except (ValueError, json.JSONDecodeError):
+                return int(read_json_object(path).get("n_prompts") or 0) or None
+            except (TypeError, ValueError):  # a UserError (not JSON) too: the adapter's own reader names it later
                 return None
     return None

@@ -47,6 +47,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def ray_options(args: argparse.Namespace) -> Any:
     """The Ray backend's options (``None``: the local backend); Ray flags without ``--backend ray`` are an error."""
     given = [flag for flag, name in RAY_FLAGS.items() if getattr(args, name) is not None]
+    given += ["--verbose"] if args.verbose else []
     if args.backend != "ray":
         if given:
             raise UserError(f"{given[0]} needs --backend ray")
@@ -93,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from infoprompt.experiments.ray_backend import run_sweep_ray
 
         summary = run_sweep_ray(cells, args.results, options=backend, save_runs=args.save_runs, runner=runner,
-                                progress=not args.quiet, threads=args.threads)
+                                progress=not args.quiet, threads=args.threads, verbose=args.verbose)
     print(summary.line())
     for cell_id, error in summary.failed:
         print(f"  failed {cell_id}: {error}")
@@ -167,6 +168,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     ray.add_argument("--gpus-per-cell", type=NON_NEGATIVE, help="Ray: GPUs each cell asks for, e.g. 0.5 (default 0)")
     ray.add_argument("--max-retries", type=COUNT,
                      help="Ray: restarts of a cell whose worker died before it is recorded as failed (default 3)")
+    ray.add_argument("--verbose", action="store_true",
+                     help="Ray: show Ray's own log lines (its C++ core's and its logger's; hidden by default)")
     add_tracking_options(sweep)
     sweep.set_defaults(handler=cmd_sweep)
 

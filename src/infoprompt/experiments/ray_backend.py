@@ -99,14 +99,18 @@ def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool,
             "record": read_record(record_path(results_dir, cell))}
 
 
-def connect(ray: Any, options: RayOptions) -> bool:
+def connect(ray: Any, options: RayOptions, verbose: bool = False) -> bool:
     """Connect to Ray as ``options.address`` says; returns whether this call connected (and so must
-    disconnect, which stops a Ray instance it started)."""
+    disconnect, which stops a Ray instance it started). Ray's own log lines (its C++ core's, its Python
+    logger's below errors) stay out of the terminal unless ``verbose``; the cells' own output is shown."""
     if options.address not in (None, "auto"):
         _check_reachable(options.address)
     if ray.is_initialized():
         return False
-    quiet = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": True}
+    if not verbose:
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # the C++ core's stderr lines
+    quiet = {"include_dashboard": False, "logging_level": logging.INFO if verbose else logging.ERROR,
+             "log_to_driver": True}
     try:
         if options.address is None:
             ray.init(_node_ip_address=LOCAL_ADDRESS, **quiet)
@@ -119,14 +123,40 @@ def connect(ray: Any, options: RayOptions) -> bool:
 
 
 def _check_reachable(address: str) -> None:
-    """Fail at once on a head that does not answer; Ray itself retries a dead address for minutes."""
+    """Fail at once on a head that does not answer, or on a service there that is no Ray head: Ray itself
+    retries a dead address for minutes, and prints its C++ log lines while it tries another service."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UserError(f"--address {address}: expected auto, HOST:PORT or ray://HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as connection:
+            speaks_grpc = _answers_http2(connection)
     except OSError as error:
         raise UserError(f"--address {address}: no Ray head answers there ({error.strerror or error})") from None
+    if not speaks_grpc:
+        raise UserError(f"--address {address}: the service there is no Ray head (it does not answer in gRPC's "
+                        f"HTTP/2, as Ray's GCS and client server do)")
+
+
+# What an HTTP/2 client sends first: the connection preface and an empty SETTINGS frame.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4  # the frame type an HTTP/2 server must answer the preface with
+
+
+def _answers_http2(connection: socket.socket) -> bool:
+    """Whether the server on ``connection`` answers an HTTP/2 preface with a SETTINGS frame (its 9-byte header:
+    3 bytes of length, then the type): what every gRPC server does, and no HTTP/1 or other service."""
+    connection.sendall(HTTP2_PREFACE)
+    header = b""
+    while len(header) < 9:
+        try:
+            chunk = connection.recv(9 - len(header))
+        except TimeoutError:
+            return False
+        if not chunk:
+            return False
+        header += chunk
+    return header[3] == HTTP2_SETTINGS
 
 
 def fits_check(nodes: Sequence[dict[str, Any]], options: RayOptions, *, can_grow: bool) -> str | None:
@@ -168,6 +198,7 @@ def run_sweep_ray(
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
     threads: int | None = None,
+    verbose: bool = False,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` as a Ray task and store one record per cell, as
     :func:`~infoprompt.experiments.sweep.run_sweep` does: finished cells are skipped, a cell that raises is
@@ -189,7 +220,7 @@ def run_sweep_ray(
     if not todo:  # nothing to run: no Ray to start
         summary.seconds = time.perf_counter() - started
         return summary
-    connected = connect(ray, options)  # before anything is written: an unreachable cluster leaves no trace
+    connected = connect(ray, options, verbose)  # before anything is written: an unreachable cluster leaves no trace
     try:
         warning = fits_check(ray.nodes(), options, can_grow=options.address is not None)
         if warning:

@@ -29,6 +29,7 @@ from infoprompt.kinds.setfit import (
     read_settings,
     require_setfit,
 )
+from infoprompt.validation import check_lora_config
 
 SETTINGS_NAME = "setfit_lora_config.json"
 PEFT_DIR = "peft"  # the LoRA weights in peft's own layout
@@ -212,6 +213,8 @@ class SetFitLoraClassifier(SetFitClassifier):
         if not (directory / PEFT_DIR).is_dir():
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
         lora = read_weights(directory / PEFT_DIR, model.lora_state(), name=PEFT_WEIGHTS_NAME)
+        check_lora_config(directory / PEFT_DIR, model.lora_model.peft_config["default"].to_dict(),
+                          [config.backbone, backbone.model.name_or_path or config.backbone])
         set_peft_model_state_dict(model.lora_model, lora)
         head = read_weights(directory, model.saved_state())
         model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})

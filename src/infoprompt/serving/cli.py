@@ -41,6 +41,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
                        help="an adapter to serve under NAME (repeat for more)")
     serve.add_argument("--adapter-root", help="the only directory adapters may be loaded from; also turns on "
                                               "POST /v1/adapters (runtime loading)")
+    serve.add_argument("--allow-backbone-dir", action="append", default=[], metavar="DIR",
+                       help="with --adapter-root, adapters may also name backbone directories under DIR (by default "
+                            "only packaged names, Hugging Face ids and directories under the root); repeat for more")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=POSITIVE, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -130,8 +133,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     loopback = is_loopback(args.host)
     threads = use_threads(args.threads, at_most=DEFAULT_MAX_THREADS)
     quiet_progress_bars()
+    for directory in args.allow_backbone_dir:
+        if args.adapter_root is None:
+            raise UserError("--allow-backbone-dir needs --adapter-root (without a root, backbones are not restricted)")
+        if not Path(directory).is_dir():
+            raise UserError(f"--allow-backbone-dir {directory} is not a directory")
     registry = AdapterRegistry(Path(args.adapter_root) if args.adapter_root else None, args.cache_dir,
-                               separate_backbones=args.separate_backbones)
+                               separate_backbones=args.separate_backbones,
+                               backbone_dirs=[Path(directory) for directory in args.allow_backbone_dir])
     for name, directory in args.adapter:
         registry.load(name, directory)
     settings = ServeSettings(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_inputs=args.max_inputs,
