@@ -5,7 +5,9 @@ from the task's training split (disjoint), so design choices never see dev or te
         --variant plus=infoprompt-plus --variant probe=linear-probe \
         --variant 'plus-mask=infoprompt-plus:{"classifier": {"readout": "mask"}}'
 
-Each variant is ``name=method`` or ``name=method:{json}`` with ``classifier`` / ``training`` overrides.
+Each variant is ``name=method`` or ``name=method:{json}`` with ``classifier`` / ``training`` overrides, and for
+kinds whose model takes settings (setfit, setfit-lora, top-lora) ``settings`` overrides of those, e.g.
+``'k2=top-lora:{"settings": {"top_layers": 2}}'``.
 Prints one row per variant: the mean primary metric over seeds, each seed's value and the seconds per run.
 
 ``--refit-head-c 1 10`` also scores SetFit-kind variants (setfit, setfit-lora) with their trained body and the
@@ -65,7 +67,7 @@ def main() -> None:
             spec = RunSpec(task=args.task, method=method, shots=args.shots, seed=seed, backbone=args.backbone,
                            classifier=overrides.get("classifier", {}), training=training)
             t0 = time.perf_counter()
-            model, record = run_training_on(spec, sample, scoring, backbone)
+            model, record = run_training_on(spec, sample, scoring, backbone, overrides.get("settings"))
             seconds = time.perf_counter() - t0
             scored = [(name, record["metrics"][task.primary_metric], record)]
             if args.refit_head_c and hasattr(model, "setfit"):
@@ -89,13 +91,15 @@ def main() -> None:
         print(f"| {name} | {mean:.4f} | {per} | {sum(s for _, s in values) / len(values):.0f} |")
 
 
-def run_training_on(spec: RunSpec, sample, scoring, backbone) -> tuple[object, dict]:
+def run_training_on(spec: RunSpec, sample, scoring, backbone, settings: dict | None = None) -> tuple[object, dict]:
     """run_training with a given draw and scoring rows (both from the training split): the trained model and its
-    result record."""
+    result record. ``settings``: overrides of the model's own settings (kinds that have them)."""
     from infoprompt.kinds import kind_of
     from infoprompt.pipeline import build_classifier
 
     model = build_classifier(spec, backbone)
+    if settings:
+        model = type(model)(backbone, model.config, dataclasses.replace(model.settings, **settings))
     result = kind_of(spec.method).trainer()(model, sample, scoring, spec.training)
     return model, dataclasses.asdict(result)
 

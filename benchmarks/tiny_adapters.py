@@ -163,11 +163,39 @@ class SetFitSteps:
 def step_kind(method: str) -> str:
     from infoprompt.kinds import kind_of
     from infoprompt.kinds.setfit import fit_setfit
+    from infoprompt.kinds.top_lora import fit_top_lora
 
     kind = kind_of(method)
     if kind.fit is fit_setfit:
         return "pairs"  # trained by the setfit library, a step being a batch of sentence pairs
+    if kind.fit is fit_top_lora:
+        return "cached"  # a step: one in-batch contrastive batch through the top blocks, from cached states
     return "engine" if "epochs" in kind.training_options else "none"  # a fit without epochs: fitted in one go
+
+
+def cached_stepper(model: Any, sample: Sequence[Any], seed: int, rounds: int) -> tuple[str, Step]:
+    """top-lora's own step: its draw's lower-block states computed first (untimed, as its fit does once), then
+    one batch of its ``batch_size`` texts (classes dealt evenly) per call through the top blocks."""
+    from infoprompt.kinds.top_lora.fit import TopBlocksTrainer, epoch_batches
+    from infoprompt.training import encode_examples
+
+    encoded = encode_examples(model, sample)
+    trainer = TopBlocksTrainer(model, model.settings, [p.prompted.input_ids for p in encoded.pairs],
+                               torch.device("cpu"))
+    labels = encoded.labels
+    batches = epoch_batches(labels.tolist(), model.settings.batch_size, torch.Generator().manual_seed(seed))
+    optimizer, schedule = trainer.optimizer(rounds)
+    calls = iter(range(rounds))
+
+    def step(chunk: list[int]) -> float:
+        rows = batches[next(calls) % len(batches)]
+        started = time.perf_counter()
+        trainer.step(rows, labels[rows], optimizer, schedule)
+        return time.perf_counter() - started
+
+    settings = model.settings
+    return (f"{settings.batch_size} texts, every pair scored (top {settings.top_layers} blocks, "
+            f"{settings.loss})"), step
 
 
 def run_spec(args: argparse.Namespace, method: str) -> Any:
@@ -185,6 +213,9 @@ def make_stepper(method: str, args: argparse.Namespace, backbone: Any, sample: S
     kind = step_kind(method)
     if kind == "none":
         return "— (no gradient step)", None
+    if kind == "cached":
+        return cached_stepper(build_classifier(run_spec(args, method), backbone), sample, args.seed,
+                              args.warmup + args.steps)
     if kind == "pairs":
         model = build_classifier(run_spec(args, method), backbone)
         pairs = model.settings.batch_size
@@ -241,7 +272,8 @@ def whole_run(method: str, args: argparse.Namespace, backbone: Any, sample: Sequ
     run = {"measured_s": measured, "seconds": measured, "scaled": False, "steps": result.steps,
            "selection_s": result.timings.get("selection_s") if result.selection is not None else None,
            "train_s": result.timings["train_s"], "final_eval_s": result.timings["final_eval_s"],
-           "metrics": result.metrics, "n_eval": result.n_eval, "what": run_description(method, args, result)}
+           "metrics": result.metrics, "n_eval": result.n_eval,
+           "what": run_description(method, args, result, getattr(model, "settings", None))}
     if pairs:
         schedule = setfit_schedule(model.settings, len(sample))
         body = timer.seconds
@@ -251,9 +283,13 @@ def whole_run(method: str, args: argparse.Namespace, backbone: Any, sample: Sequ
     return model, run
 
 
-def run_description(method: str, args: argparse.Namespace, result: Any) -> str:
+def run_description(method: str, args: argparse.Namespace, result: Any, settings: Any = None) -> str:
     if step_kind(method) == "none":
         return "logistic regression on frozen features"
+    if step_kind(method) == "cached":
+        picked = f", {result.selection['epochs']} picked on held-out shots, refit" if result.selection else ""
+        return (f"≤ {settings.epochs} epochs{picked}, top {settings.top_layers} blocks from cached states "
+                f"({result.steps} steps, not scaled)")
     if result.selection is not None:
         return f"≤ {args.run_epochs} epochs, {result.selection['epochs']} picked on held-out shots, refit ({result.steps} steps)"
     return f"{args.run_epochs} epochs ({result.steps} steps)"

@@ -78,7 +78,7 @@ def test_the_real_train_parser_takes_a_config(tmp_path):
 
 @pytest.mark.parametrize(("name", "text", "fragments"), [
     ("run.yaml", "task: t\nepoch: 3\n", ["run.yaml:2", "unknown key 'epoch'", "did you mean 'epochs'", "batch-size"]),
-    ("run.yaml", "task: &name t\ntemplate: *name\n", ["run.yaml:2", "alias '*name'"]),
+    ("run.yaml", "task: &name t\ntemplate: *name\n", ["run.yaml:2", "aliases (*name)"]),
     ("run.yaml", "base: &b {epochs: 3}\n<<: *b\n", ["alias"]),
     ("run.yaml", "batch-size: 8\nbatch_size: 16\n", ["run.yaml:2", "'batch_size' is given twice", "run.yaml:1"]),
     ("run.yaml", "epochs: 3\nepochs: 4\n", ["run.yaml:2", "twice"]),

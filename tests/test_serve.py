@@ -147,8 +147,9 @@ SETFIT_SERVED = {"setfit": "setfit", "lora": "setfit-lora"}
 def server(workdir):
     served = dict(SERVED, **(SETFIT_SERVED if HAS_SETFIT else {}))
     args = [arg for name, path in served.items() for arg in ("--adapter", f"{name}=root/{path}")]
-    running = Server(workdir, *args, "--adapter-root", "root", "--token-file", "token", "--max-inputs", "8",
-                     "--max-body-bytes", "4096", "--max-wait-ms", "5", "--allow-host", "proxy.example")
+    running = Server(workdir, *args, "--adapter-root", "root", "--allow-backbone-dir", "tiny-bert", "--token-file",
+                     "token", "--max-inputs", "8", "--max-body-bytes", "4096", "--max-wait-ms", "5", "--allow-host",
+                     "proxy.example")
     yield running
     assert running.stop() in DRAINED, running.output()
 
@@ -429,7 +430,8 @@ def test_create_app_embeds_in_another_asgi_server(workdir, monkeypatch):
     from infoprompt.serving.app import create_app
 
     monkeypatch.chdir(workdir)
-    app = create_app({"probe": workdir / "root" / "linear-probe"}, adapter_root=workdir / "root")
+    app = create_app({"probe": workdir / "root" / "linear-probe"}, adapter_root=workdir / "root",
+                     backbone_dirs=[workdir / "tiny-bert"])
     with TestClient(app) as client:
         answer = client.post("/v1/adapters/probe/predict", json={"inputs": ["lovely", "bad story"]})
         assert answer.status_code == 200 and len(answer.json()["predictions"]) == 2

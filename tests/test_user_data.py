@@ -129,9 +129,9 @@ def _rows(path: Path, rows: list[list[str]], header=("utterance", "intent")) -> 
     ("missing column", "intents.csv:1: no column 'utterance'"),
     ("one class", "the labels hold only the class 'a'"),
     ("unseen eval label", "dev.csv:3: label 'zzz' never occurs in the training data"),
-    ("empty text", "bad.csv:3: column 'utterance': empty text"),
+    ("empty text", "bad.csv:3: empty text field(s) utterance"),
     ("blank label", "bad.csv:2: column 'intent': label is blank or missing"),
-    ("nan label", "bad.csv:3: column 'intent': label is 'NaN', a missing value"),
+    ("nan label", "bad.csv:3: column 'intent': label is 'NaN', which marks a missing value"),
     ("task and file", "give a task (--task) or your own training file (--train-file), not both or neither"),
     ("neither", "give a task (--task) or your own training file (--train-file), not both or neither"),
 ])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.files import PAIR_FIELD, TEXT_FIELD, FileColumns
 from infoprompt.tasks.multilabel import encode_label_set
@@ -34,7 +35,10 @@ class Classifier:
     the options of the method's kind (``n_prompts``, ``beta``, ``lora_rank``, ...) and the
     :class:`~infoprompt.training.TrainConfig` fields its fit reads (``epochs``, ``lr``, ``device``, ...), with
     ``seed`` (default 1) seeding both the initialisation and training; progress bars are off unless
-    ``progress=True``. An unknown option, or one the method's kind does not have or read, is a one-line error.
+    ``progress=True``; ``threads`` sets torch's CPU threads for :meth:`fit` and :meth:`predict` (default: the
+    CPUs this process may use, see :func:`~infoprompt.threads.use_threads`, which leaves a count the calling
+    program set with ``torch.set_num_threads`` alone). An unknown option, or one the method's kind does not have
+    or read, is a one-line error.
 
     Labels may be any hashable values. Inside, a class is named by the label's string form (``3`` -> ``"3"``),
     so two labels with the same string form (``1`` and ``"1"``) are an error. :meth:`predict` returns the
@@ -46,8 +50,11 @@ class Classifier:
         from infoprompt.kinds.config import ClassifierConfig
         from infoprompt.kinds.registry import KINDS, kind_of
         from infoprompt.training.config import COMMON_TRAINING, TrainConfig
+        from infoprompt.validation import positive_int
 
         kind = kind_of(method)  # an unknown method fails here, not at fit
+        threads = options.pop("threads", None)
+        self.threads = None if threads is None else positive_int(threads, "threads")
         shared = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
         model_fields = shared | set(kind.own_options())
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -82,9 +89,11 @@ class Classifier:
         """
         from infoprompt.kinds import make_classifier, train
         from infoprompt.tasks.user_task import user_task
+        from infoprompt.threads import use_threads
         from infoprompt.training.config import TrainConfig
         from infoprompt.training.data import report_truncation
 
+        use_threads(self.threads)
         if len(texts) != len(labels):
             raise UserError(f"fit got {len(texts)} texts but {len(labels)} labels")
         pairs = _is_pairs(texts)
@@ -112,10 +121,12 @@ class Classifier:
     def predict_proba(self, texts: Sequence[str] | Sequence[tuple[str, str]], batch_size: int = 64):
         """Class probabilities, a NumPy array (n, n_classes) whose columns follow :attr:`classes_`; rows sum to 1
         (multi-label: each label's own probability)."""
+        from infoprompt.threads import use_threads
         from infoprompt.training.data import encode_examples, report_truncation
         from infoprompt.training.inference import predict_encoded
 
         model = self._fitted()
+        use_threads(self.threads)
         pairs = _is_pairs(texts) if len(texts) else len(model.task.fields) == 2
         if pairs != (len(model.task.fields) == 2):
             raise UserError(f"this classifier reads {'sentence pairs' if not pairs else 'one text'} per example, "
@@ -226,8 +237,8 @@ def _is_pairs(texts: Sequence[Any]) -> bool:
         if not ok:
             raise UserError(f"texts[{i}]: expected {'a (text, text_pair) tuple of strings' if pairs else 'a string'}"
                             f" like texts[0], got {text!r}")
-        if not all(t.strip() for t in (text if pairs else (text,))):
-            raise UserError(f"texts[{i}]: empty text")
+        check_texts(dict(zip((TEXT_FIELD, PAIR_FIELD), text, strict=True)) if pairs else {TEXT_FIELD: text},
+                     f"texts[{i}]")
     return pairs
 
 

@@ -74,6 +74,8 @@ def add_training_options(parser: argparse.ArgumentParser) -> None:
 
 def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument("--device", default="auto", help="auto (GPU when CUDA is available, else CPU), cpu, cuda, cuda:N")
+    parser.add_argument("--threads", type=POSITIVE, help="torch CPU threads (default: the CPUs this process may use, "
+                        "by affinity and cgroup quota, unless OMP_NUM_THREADS is set)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
 
@@ -126,10 +128,12 @@ def refuse_foreign_flags(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.threads import use_threads
     from infoprompt.tracking import make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
     refuse_foreign_flags(args)
+    use_threads(args.threads)
     shots = args.shots
     if shots is SHOTS_UNSET:
         shots = None if args.train_file else DEFAULT_SHOTS  # a file trains on every row unless --shots says
@@ -222,9 +226,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
+    from infoprompt.threads import use_threads
     from infoprompt.training.inference import evaluate
     from infoprompt.training.runtime import resolve_device
 
+    use_threads(args.threads)
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
@@ -247,8 +253,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
+    from infoprompt.threads import use_threads
     from infoprompt.training.runtime import resolve_device
 
+    use_threads(args.threads)
     device = resolve_device(args.device)
     output = args.output or "-"
     check_output_file(output)
@@ -444,6 +452,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("infoprompt: interrupted", file=sys.stderr)
         return 130
+    except OSError as error:  # what the file system refused that no check foresaw (a path over PATH_MAX)
+        from infoprompt.io_utils import os_error_message
+
+        print(f"infoprompt: error: {os_error_message(error)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

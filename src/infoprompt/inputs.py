@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts, parse_json
 from infoprompt.io_utils import iter_lines
 from infoprompt.tasks import TaskSpec, UserTask
-from infoprompt.validation import check_encodable, is_blank
 
 ENCODING_HINT = ", or pass --encoding"
 INPUT_FORMATS = (".txt", ".csv", ".tsv", ".jsonl")
@@ -34,11 +33,7 @@ class Inputs:
     skipped: int = 0
 
     def add(self, row: dict[str, str], line: int, where: str, task: TaskSpec) -> None:
-        empty = [name for name in task.fields if is_blank(row[name])]
-        if empty:
-            raise UserError(f"{where}: empty text field(s) {', '.join(empty)}")
-        for name in task.fields:
-            check_encodable(row[name], f"{where}: field {name}")
+        check_texts({name: row[name] for name in task.fields}, where)
         self.rows.append(row)
         self.lines.append(line)
         self.sources.append(where)
@@ -63,12 +58,7 @@ def _pick(record: dict[str, object], task: TaskSpec) -> dict[str, object] | None
 
 
 def _from_json(line: str, where: str, task: TaskSpec) -> dict[str, str]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise UserError(f"{where}: not valid JSON ({error.msg})") from None
-    except RecursionError:
-        raise UserError(f"{where}: JSON nested too deeply") from None
+    row = parse_json(line, where)
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object with field(s) {', '.join(task.fields)}")
     picked = _pick(row, task) or {}
@@ -169,8 +159,9 @@ def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: in
             break
         except csv.Error as error:
             raise UserError(f"{name}:{line}: not valid CSV ({error})") from None
-        except UnicodeDecodeError as error:
-            raise UserError(f"{name}: not valid {encoding} ({error.reason}){ENCODING_HINT}") from None
+        except UnicodeError as error:  # a UTF-16 file without a byte-order mark is a plain UnicodeError
+            reason = getattr(error, "reason", None) or str(error)
+            raise UserError(f"{name}: not valid {encoding} text ({reason}){ENCODING_HINT}") from None
         start, line = line, reader.line_num + 1
         if not any(cell.strip() for cell in cells):
             chunk.skipped += header is not None

@@ -19,18 +19,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from infoprompt.errors import UserError
+from infoprompt.gate import MAX_DOCUMENT_BYTES, parse_json
 
 
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a JSON file that must hold an object; a broken file is a :class:`UserError` naming it."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: not valid JSON ({error})") from None
-    except RecursionError:
-        raise UserError(f"{path}: JSON nested too deeply") from None
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    """Read a JSON file that must hold an object (through :func:`~infoprompt.gate.parse_json`, with its size and
+    depth limits); a broken file is a :class:`UserError` naming it."""
+    data = parse_json(read_bytes(path), str(path), limit=MAX_DOCUMENT_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -255,21 +250,41 @@ def check_output_file(path: str | os.PathLike[str]) -> None:
 
 
 def check_name_lengths(target: Path) -> None:
-    """Refuse a path component over the file system's name limit (usually 255 bytes) with one line."""
-    try:
-        limit = os.pathconf(_existing_ancestor(target), "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
+    """Refuse a path component over the file system's name limit (usually 255 bytes), or a whole path over its
+    path limit (usually 4096 bytes), with one line."""
+    ancestor = _existing_ancestor(target)
+    limits = {}
+    for name, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            limits[name] = os.pathconf(ancestor, name)
+        except (OSError, ValueError):
+            limits[name] = default
     for part in target.parts:
-        if len(part.encode("utf-8", "surrogateescape")) > limit:
-            raise UserError(f"cannot write {target}: the name {part[:40]}… is longer than {limit} bytes")
+        if len(part.encode("utf-8", "surrogateescape")) > limits["PC_NAME_MAX"]:
+            raise UserError(f"cannot write {short_path(target)}: the name {part[:40]}… is longer than "
+                            f"{limits['PC_NAME_MAX']} bytes")
+    length = len(os.fsencode(os.path.abspath(target)))
+    if length >= limits["PC_PATH_MAX"]:
+        raise UserError(f"cannot write {short_path(target)}: the path is {length} bytes long, more than the "
+                        f"{limits['PC_PATH_MAX'] - 1} a path may have")
 
 
 def _existing_ancestor(target: Path) -> Path:
     parent = target.absolute().parent
-    while not parent.exists() and parent != parent.parent:
+    while parent != parent.parent:
+        try:
+            if parent.exists():
+                break
+        except OSError:  # a path over the length limit: its ancestors are shorter
+            pass
         parent = parent.parent
     return parent
+
+
+def os_error_message(error: OSError) -> str:
+    """An ``OSError`` as one line naming the path (shortened) and the reason."""
+    reason = error.strerror or str(error)
+    return f"cannot use {short_path(error.filename)}: {reason}" if error.filename is not None else reason
 
 
 def _check_parent(target: Path) -> None:
@@ -306,10 +321,10 @@ def is_foreign_config(path: Path) -> bool:
     """Whether a legacy-named config is another library's: a JSON object with PEFT's ``peft_type`` or with none
     of this library's keys. A file that does not parse counts as ours, so that reading it names the damage."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json_object(path)
+    except UserError:
         return False
-    return isinstance(data, dict) and ("peft_type" in data or not any(key in data for key in OWN_CONFIG_KEYS))
+    return ("peft_type" in data or not any(key in data for key in OWN_CONFIG_KEYS))
 
 
 def is_run_directory(path: Path) -> bool:
@@ -484,16 +499,27 @@ def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str) -> Ite
             terminated = line.endswith("\n")
             body = line[:-1] if terminated else line
             yield (body[:-1] if terminated and body.endswith("\r") else body), terminated
-    except UnicodeDecodeError as error:
-        raise UserError(f"{name}:{number + 1}: not valid {encoding} text ({error.reason}); {remedy}") from None
+    except UnicodeError as error:  # UTF-16 without a byte-order mark is a plain UnicodeError, with no reason
+        reason = getattr(error, "reason", None) or str(error)
+        raise UserError(f"{name}:{number + 1}: not valid {encoding} text ({reason}); {remedy}") from None
     finally:
         text.detach()  # the caller owns (and closes) the binary stream
 
 
 def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "") -> list[tuple[int, str]]:
     """The lines of a text file as :func:`decode_lines` gives them; an unreadable file is a one-line error."""
+    return decode_lines(read_bytes(path), str(path), encoding, hint)
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file; one that cannot be read (missing, a directory, a name too long) is a one-line error."""
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror}") from None
-    return decode_lines(data, str(path), encoding, hint)
+        raise UserError(f"cannot read {short_path(path)}: {error.strerror}") from None
+
+
+def short_path(path: object, limit: int = 200) -> str:
+    """``path`` for a message: cut in the middle when longer than ``limit`` characters (a path may be 4 kB)."""
+    text = os.fsdecode(path) if isinstance(path, str | bytes | os.PathLike) else str(path)
+    return text if len(text) <= limit else f"{text[: limit // 2]}…{text[-limit // 2 :]}"

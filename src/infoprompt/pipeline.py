@@ -34,6 +34,7 @@ from infoprompt.tasks import (
     sample_few_shot_multilabel,
     task_from_file,
 )
+from infoprompt.threads import thread_record
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.data import report_truncation
 from infoprompt.training.runtime import process_state, resolve_device
@@ -206,7 +207,7 @@ def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "threads": torch.get_num_threads(),
+        **thread_record(),  # threads, where the count came from, and the CPUs this process may use
     }
 
 

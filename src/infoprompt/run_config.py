@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import tomllib
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-import yaml
-
 from infoprompt.errors import UserError
+from infoprompt.gate import parse_toml, yaml_entries
 from infoprompt.io_utils import read_lines
 
 CONFIG_OPTION = "--config"
@@ -132,42 +130,15 @@ def _check_key(key: str, raw_key: str, known: set[str], where: str) -> None:
                         f"{', '.join(sorted(name.replace('_', '-') for name in known))}")
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """Safe YAML that refuses aliases: a run config is read top to bottom, each value where it is written."""
-
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise UserError(f"{self.name}:{event.start_mark.line + 1}: YAML alias '*{event.anchor}' is not "
-                            f"allowed in a run config; write the value itself")
-        return super().compose_node(parent, index)
-
-
 def _yaml_entries(path: Path, text: str) -> list[tuple[object, object, str]]:
-    loader = _NoAliasLoader(text)
-    loader.name = str(path)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return []
-        if not isinstance(node, yaml.MappingNode):
-            raise UserError(f"{path}: a run config must be a mapping of keys to values, found {node.id}")
-        return [(loader.construct_object(key, deep=True), loader.construct_object(value, deep=True),
-                 f"{path}:{key.start_mark.line + 1}") for key, value in node.value]
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}{at}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
-    finally:
-        loader.dispose()
+    entries = yaml_entries(text, str(path), "a run config")
+    if entries is None:
+        raise UserError(f"{path}: a run config must be a mapping of keys to values")
+    return [(key, value, f"{path}:{line}") for key, value, line in entries]
 
 
 def _toml_entries(path: Path, text: str) -> list[tuple[object, object, str]]:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{path}: not valid TOML ({error})") from None
-    return [(key, value, str(path)) for key, value in data.items()]
+    return [(key, value, str(path)) for key, value in parse_toml(text, str(path)).items()]
 
 
 # -- settings to flags ----------------------------------------------------------------------------------------

@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from infoprompt.errors import UserError
+from infoprompt.gate import parse_json
 from infoprompt.io_utils import atomic_write_json, read_json_object
 from infoprompt.version import __version__
 
@@ -34,6 +37,12 @@ RECORD_FIELD = "tracking"
 MAX_PARAM_CHARS = 6000
 PARAMS_PER_BATCH = 100
 METRICS_PER_BATCH = 1000
+# MLflow's own bounds on its HTTP requests, unless the user set them: MLflow's defaults retry a dead server for
+# about 7 minutes (7 retries, exponential backoff, 120 s timeouts) after a run has finished.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+# The check before a run: one try, answered within this many seconds, or the run does not start.
+CHECK_TIMEOUT_S = 10
 # Keys of the training log's step records that are bookkeeping, not values worth a curve.
 STEP_BOOKKEEPING = frozenset({"type", "phase", "step", "epoch"})
 
@@ -114,8 +123,34 @@ class MlflowTracker:
             raise UserError(f"--tracking-uri {self.tracking_uri}: {_first_line(error)}") from None
 
     def check(self) -> None:
-        # Only the package: opening a file store creates it, and nothing may be written before the run is.
+        """Before any run: the package is there, a local store's path can be a directory, and a server answers
+        as an MLflow server, within :data:`CHECK_TIMEOUT_S` (as a Ray address is checked). Nothing is written:
+        opening a file store would create it."""
         _import_mlflow()
+        scheme = urlparse(self.tracking_uri).scheme
+        if scheme == "file":
+            _check_store_directory(self.tracking_uri)
+        elif scheme in ("http", "https"):
+            self._check_server()
+
+    def _check_server(self) -> None:
+        from mlflow.exceptions import MlflowException
+
+        where = urlparse(self.tracking_uri)
+        try:
+            socket.create_connection((where.hostname or "localhost", where.port or (443 if where.scheme == "https"
+                                                                                     else 80)),
+                                     timeout=CHECK_TIMEOUT_S).close()
+        except (OSError, ValueError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise UserError(f"--tracking-uri {self.tracking_uri}: no MLflow server answers there ({reason})") from None
+        once = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CHECK_TIMEOUT_S)}
+        with _environment(once):
+            try:
+                self.client().search_experiments(max_results=1)
+            except (MlflowException, OSError) as error:
+                raise UserError(f"--tracking-uri {self.tracking_uri}: the server there does not answer as an "
+                                f"MLflow tracking server ({_first_line(error)[:300]})") from None
 
     def experiment_id(self, client: Any) -> str:
         """The experiment's id, creating it; two workers creating it at once both end with the one id."""
@@ -136,8 +171,9 @@ class MlflowTracker:
         from mlflow.exceptions import MlflowException
 
         try:
-            return self._log(run_dir, run_name, tags)
-        except MlflowException as error:
+            with _environment({name: value for name, value in HTTP_BOUNDS.items() if name not in os.environ}):
+                return self._log(run_dir, run_name, tags)
+        except (MlflowException, OSError) as error:  # requests' errors (a server gone) are OSErrors
             raise UserError(f"{run_dir}: the run finished, but logging it to {self.tracking_uri} failed: "
                             f"{_first_line(error)}") from None
 
@@ -165,6 +201,34 @@ class MlflowTracker:
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
         return {"backend": "mlflow", "run_id": run_id, "experiment_id": experiment_id,
                 "tracking_uri": self.tracking_uri, "artifact_path": ARTIFACT_PATH}
+
+
+def _check_store_directory(uri: str) -> None:
+    """A ``file:`` store must be a directory, or a path where one can be made (no file on the way)."""
+    from urllib.request import url2pathname
+
+    path = Path(url2pathname(urlparse(uri).path))
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        what = "is a file" if ancestor == path else f"lies under {ancestor}, which is a file"
+        raise UserError(f"--tracking-uri {uri}: the MLflow store must be a directory, but {path} {what}")
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block (MLflow reads its HTTP settings from there on each request)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _first_line(error: BaseException) -> str:
@@ -234,9 +298,9 @@ def run_metrics(record: Mapping[str, Any], log_path: Path) -> list[tuple[str, fl
 def _log_entries(path: Path) -> Iterator[dict[str, Any]]:
     if not path.is_file():
         return
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
-            entry = json.loads(line)
+            entry = parse_json(line, f"{path}:{number}")
             if isinstance(entry, dict):
                 yield entry
 

@@ -8,7 +8,6 @@ import math
 import numbers
 import types
 import typing
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -189,22 +188,6 @@ def check_finite(tensors: Mapping[str, Any], where: str) -> None:
             raise UserError(f"{where}: {name} holds NaN or infinite values")
 
 
-def is_blank(text: str) -> bool:
-    """Text with nothing a tokenizer keeps: whitespace, or invisible format characters (zero-width spaces and
-    joiners, byte-order marks) only."""
-    stripped = text.strip()
-    return not stripped or all(char.isspace() or unicodedata.category(char) in ("Cf", "Cc") for char in stripped)
-
-
-def check_encodable(text: str, where: str) -> None:
-    """Refuse a lone surrogate (``"\\ud800"`` in JSON), which is no character and no tokenizer takes."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise UserError(f"{where} holds a lone surrogate (U+{ord(text[error.start]):04X}) at character "
-                        f"{error.start + 1}, which is not text") from None
-
-
 # What every backbone fingerprint holds (see :meth:`infoprompt.backbones.Backbone.fingerprint`).
 FINGERPRINT_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size", "embedding_sha256")
 
@@ -255,3 +238,42 @@ def check_peft_adapter(peft_dir: Any, n_prompts: int, hidden_size: int) -> None:
         shape = None if prompts is None else tuple(prompts.shape)
         raise UserError(f"{weights}: prompt_embeddings has shape {shape}, expected {(n_prompts, hidden_size)}")
     check_finite(state, str(weights))
+
+
+# The keys of a LoRA adapter's peft config that decide what its weights mean: a saved config that differs from the
+# model the weights were loaded into would load differently (or not at all) in peft itself.
+LORA_CONFIG_KEYS = ("peft_type", "r", "lora_alpha", "target_modules", "bias", "use_dora", "use_rslora",
+                    "rank_pattern", "alpha_pattern", "modules_to_save")
+
+
+def check_lora_config(peft_dir: Any, built: Mapping[str, Any], backbone_names: typing.Sequence[str]) -> None:
+    """Refuse, with one line, a LoRA adapter whose ``peft/adapter_config.json`` is missing or does not describe
+    the weights it sits beside: each of :data:`LORA_CONFIG_KEYS` must equal that of ``built`` (the config of
+    the model built from the adapter's settings, whose names and shapes the weights matched), and
+    ``base_model_name_or_path`` must name the adapter's backbone: one of ``backbone_names``, or a path ending
+    in the same two components as one of them (a packaged encoder extracted on another machine)."""
+    from pathlib import Path
+
+    from infoprompt.io_utils import read_json_object
+
+    path = Path(peft_dir) / "adapter_config.json"
+    if not path.is_file():
+        raise UserError(f"adapter file {path} is missing (peft's description of the LoRA weights beside it)")
+    saved = read_json_object(path)
+    for key in LORA_CONFIG_KEYS:
+        if _peft_value(saved.get(key)) != _peft_value(built.get(key)):
+            raise UserError(f"{path}: {key} is {saved.get(key)!r}, but the adapter's weights and settings are "
+                            f"those of {key}={_peft_value(built.get(key))!r}")
+    base = saved.get("base_model_name_or_path")
+    tails = {Path(name).parts[-2:] for name in backbone_names}
+    if not isinstance(base, str) or (base not in backbone_names and Path(base).parts[-2:] not in tails):
+        raise UserError(f"{path}: base_model_name_or_path is {base!r}, but the adapter was trained on backbone "
+                        f"{backbone_names[0]!r}")
+
+
+def _peft_value(value: Any) -> Any:
+    """A peft config value as JSON spells it: enums by value, sets and lists sorted, empty containers None."""
+    value = getattr(value, "value", value)
+    if isinstance(value, set | list | tuple):
+        return sorted(map(str, value)) or None
+    return value or None if isinstance(value, dict) else value

@@ -177,3 +177,10 @@ def test_bad_ray_resources_are_user_errors():
         RayOptions(cpus_per_cell=0)
     with pytest.raises(UserError, match="gpus-per-cell"):
         RayOptions(gpus_per_cell=-1)
+
+
+@pytest.mark.slow
+def test_the_head_check_knows_a_real_ray_head(ray_head):
+    from infoprompt.experiments.ray_backend import _check_reachable
+
+    _check_reachable(ray.get_runtime_context().gcs_address)  # answers in HTTP/2, as gRPC does: no error

@@ -527,13 +527,16 @@ def _contents(directory: Path) -> dict[str, bytes]:
     return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
 
 
-@given(entries=st.sets(st.sampled_from(REPORT_DIR_ENTRIES)), exists=st.booleans())
-def test_report_writes_only_into_a_new_empty_or_report_directory(scratch, entries, exists):
+@given(entries=st.sets(st.sampled_from(REPORT_DIR_ENTRIES)), exists=st.booleans(), earlier=st.booleans())
+def test_report_writes_only_into_a_new_empty_or_report_directory(scratch, entries, exists, earlier):
     root = scratch()
     _stored_results(root / "results")
     out = root / "out"
-    if exists or entries:
+    if earlier:  # a report directory that a report wrote (its manifest), then the user's own files put in
+        assert run_cli("report", root / "results", "--out", out).code == 0
+    elif exists or entries:
         out.mkdir()
+    ours = set(json.loads((out / "report-manifest.json").read_text())["files"]) if earlier else set()
     for entry in entries:
         if entry.endswith("/"):
             (out / entry).mkdir()
@@ -543,13 +546,15 @@ def test_report_writes_only_into_a_new_empty_or_report_directory(scratch, entrie
     before, before_listing = (_contents(out) if out.exists() else {}), listing(root)
     result = run_cli("report", root / "results", "--out", out)
     ends_well(result, root, before_listing)
-    own = {"report.md", "cells.csv"}
-    assert (result.code == 0) == (not entries or own <= entries)
+    # Only the files an earlier report wrote (its manifest), unchanged since, are ever replaced.
+    assert (result.code == 0) == ((earlier or not entries) and not entries & ours)
+    after = _contents(out) if out.exists() else {}
     if result.code == 0:
-        after = _contents(out)
-        foreign = {k: v for k, v in before.items() if not k.startswith(("report.", "cells.", "paired.", "table-"))}
-        assert foreign.items() <= after.items()  # notes, figures and folders of a report directory are kept
-        assert own <= set(after) and not [p for p in root.iterdir() if p.name.startswith(".")]
+        foreign = {k: v for k, v in before.items() if k.split("/")[0] not in ours | {"report-manifest.json"}}
+        assert foreign.items() <= after.items()  # notes, figures, folders, a paired.csv of one's own are kept
+        assert {"report.md", "cells.csv"} <= set(after) and not [p for p in root.iterdir() if p.name.startswith(".")]
+    else:
+        assert after == before
 
 
 @given(signal_at=st.integers(1, 8), interrupt=st.sampled_from(["SIGTERM", "SIGINT"]))

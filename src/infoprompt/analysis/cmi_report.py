@@ -325,6 +325,6 @@ def _adapter_prompts(adapters: list[SourceSpec]) -> int | None:
         if adapter_config_file(directory) is not None:
             try:
                 return read_adapter_config(directory).n_prompts or None
-            except UserError:
+            except UserError:  # not JSON, not a config: the adapter's own reader names it when it loads
                 return None
     return None

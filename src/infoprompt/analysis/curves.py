@@ -21,7 +21,6 @@ steps at all.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from infoprompt.errors import UserError
+from infoprompt.gate import parse_json
 from infoprompt.io_utils import adapter_config_file, read_json_object
 
 LOG_NAME = "train_log.jsonl"
@@ -170,10 +170,7 @@ def _read_log(log_path: Path) -> _LogRecords:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{log_path}:{number}: not valid JSON ({error.msg})") from None
+            record = parse_json(line, f"{log_path}:{number}")
             if not isinstance(record, dict) or "type" not in record:
                 raise UserError(f"{log_path}:{number}: expected an object with a 'type' field")
             kind = record["type"]

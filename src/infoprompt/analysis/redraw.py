@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from infoprompt.analysis.cmi_report import draw_cmi, read_cmi_values
 from infoprompt.analysis.landscape_report import draw_landscape
 from infoprompt.analysis.outputs import load_npz
 from infoprompt.errors import UserError
+from infoprompt.gate import MAX_DOCUMENT_BYTES, parse_json
+from infoprompt.io_utils import read_bytes
 
 
 def redraw(json_path: str | Path) -> Path:
@@ -16,10 +17,7 @@ def redraw(json_path: str | Path) -> Path:
     json_path = Path(json_path)
     if not json_path.is_file():
         raise UserError(f"{json_path} does not exist")
-    try:
-        record = json.loads(json_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{json_path}: not valid JSON ({error})") from None
+    record = parse_json(read_bytes(json_path), str(json_path), limit=MAX_DOCUMENT_BYTES)
     kind = record.get("analysis") if isinstance(record, dict) else None
     png = json_path.with_suffix(".png")
     if kind == "cmi":

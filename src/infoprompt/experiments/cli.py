@@ -47,6 +47,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def ray_options(args: argparse.Namespace) -> Any:
     """The Ray backend's options (``None``: the local backend); Ray flags without ``--backend ray`` are an error."""
     given = [flag for flag, name in RAY_FLAGS.items() if getattr(args, name) is not None]
+    given += ["--verbose"] if args.verbose else []
     if args.backend != "ray":
         if given:
             raise UserError(f"{given[0]} needs --backend ray")
@@ -58,17 +59,18 @@ def ray_options(args: argparse.Namespace) -> Any:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import torch
-
     from infoprompt.experiments.grid import load_cells, parse_shard, shard
     from infoprompt.experiments.store import RUNS_DIR, record_path
     from infoprompt.experiments.sweep import cell_status, run_sweep
     from infoprompt.pipeline import run_training
+    from infoprompt.threads import use_threads
     from infoprompt.tracking import TrackedRunner, make_tracker
 
     backend = ray_options(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if backend is not None and args.workers is not None:
+        raise UserError("--workers is for local sweeps; with --backend ray each cell gets --cpus-per-cell threads")
+    if backend is None and not args.list:
+        use_threads(args.threads, workers=args.workers or 1)
     cells = load_cells(args.grid, flag_overrides(args))
     total = len(cells)
     if args.shard:
@@ -92,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from infoprompt.experiments.ray_backend import run_sweep_ray
 
         summary = run_sweep_ray(cells, args.results, options=backend, save_runs=args.save_runs, runner=runner,
-                                progress=not args.quiet)
+                                progress=not args.quiet, threads=args.threads, verbose=args.verbose)
     print(summary.line())
     for cell_id, error in summary.failed:
         print(f"  failed {cell_id}: {error}")
@@ -145,7 +147,10 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--shard", help="run shard i/n (1 <= i <= n) of the cells, e.g. $((SLURM_ARRAY_TASK_ID+1))/8")
     sweep.add_argument("--save-runs", action="store_true", help="also keep each cell's adapter and training log")
     sweep.add_argument("--list", action="store_true", help="list the cells and their status, run nothing")
-    sweep.add_argument("--threads", type=POSITIVE, help="torch CPU threads")
+    sweep.add_argument("--threads", type=POSITIVE, help="torch CPU threads per cell (default: the CPUs this process "
+                                                        "may use, divided among --workers, unless OMP_NUM_THREADS is set)")
+    sweep.add_argument("--workers", type=POSITIVE, help="how many sweeps (this one included) share this machine's "
+                                                        "CPUs: each takes its share of torch threads (default 1)")
     sweep.add_argument("--device", help="auto, cpu, cuda, cuda:N (default: the grid's, else auto)")
     sweep.add_argument("--precision", choices=("fp32", "bf16"), help="default: the grid's, else fp32")
     sweep.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
@@ -163,6 +168,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     ray.add_argument("--gpus-per-cell", type=NON_NEGATIVE, help="Ray: GPUs each cell asks for, e.g. 0.5 (default 0)")
     ray.add_argument("--max-retries", type=COUNT,
                      help="Ray: restarts of a cell whose worker died before it is recorded as failed (default 3)")
+    ray.add_argument("--verbose", action="store_true",
+                     help="Ray: show Ray's own log lines (its C++ core's and its logger's; hidden by default)")
     add_tracking_options(sweep)
     sweep.set_defaults(handler=cmd_sweep)
 

@@ -16,8 +16,10 @@ from infoprompt.experiments.paired import (
     check_present,
     default_comparisons,
     metric_values,
+    record_key,
     sign_flip_p_value,
 )
+from infoprompt.experiments.protocol import PAPER_BATCH_SIZE, PAPER_EPOCHS, Training, trainings_phrase
 
 FULL = "full"
 OPTION = "--full-vs-few"
@@ -26,7 +28,9 @@ OPTION = "--full-vs-few"
 @dataclass(frozen=True)
 class GainShift(SampleSummary):
     """Per (task, seed) pair: the gain ``method - baseline`` at ``few_shots`` shots and with the full split, in
-    one column (a task and n_p) or pooled over columns; the summary (mean, std, n) is of ``few - full``."""
+    one column (a task and n_p) or pooled over columns; the summary (mean, std, n) is of ``few - full``.
+    ``full_training``: how the full-split cells of the pairs were trained, in a few words (a step budget and the
+    epochs it amounts to, or the epochs), the baseline's named where it differs from the method's."""
 
     method: str
     baseline: str
@@ -34,6 +38,7 @@ class GainShift(SampleSummary):
     column: str
     few: tuple[float, ...]
     full: tuple[float, ...]
+    full_training: str = ""
 
     @property
     def values(self) -> tuple[float, ...]:  # type: ignore[override]
@@ -59,12 +64,21 @@ class GainShift(SampleSummary):
         return sign_flip_p_value(self.values)
 
 
-def _gain(values: dict[tuple, float], method: str, baseline: str, backbone: str, task: str, shots: str,
-          n_prompts: int, seed: int) -> float | None:
-    mine = values.get((backbone, method, task, shots, n_prompts, seed))
+def _pair(values: dict[tuple, float], method: str, baseline: str, backbone: str, task: str, shots: str,
+          n_prompts: int, seed: int) -> tuple[tuple, tuple] | None:
+    """The keys of the method's and the baseline's values for one (task, shots, n_p, seed); ``None``: one lacks it."""
+    mine = (backbone, method, task, shots, n_prompts, seed)
     # Methods without prompts ran once (n_prompts=0) and pair with every n_p, as in the paired section.
-    other = values.get((backbone, baseline, task, shots, n_prompts, seed), values.get((backbone, baseline, task, shots, 0, seed)))
-    return None if mine is None or other is None else mine - other
+    other = next((key for key in ((backbone, baseline, task, shots, count, seed) for count in (n_prompts, 0))
+                  if key in values), None)
+    return None if mine not in values or other is None else (mine, other)
+
+
+def _training_text(method: str, baseline: str, pairs: list[tuple[tuple, tuple]],
+                   trainings: dict[tuple, Training]) -> str:
+    mine = trainings_phrase([trainings[key] for key, _ in pairs])
+    other = trainings_phrase([trainings[key] for _, key in pairs])
+    return mine if other == mine else f"{mine}; {baseline}: {other}"
 
 
 def full_vs_few(
@@ -79,6 +93,7 @@ def full_vs_few(
     the comparisons), a comparison that finds no such pair is an error rather than left out.
     """
     values = metric_values(records, metric)
+    trainings = {record_key(r): Training.of(r) for r in records if r.get("status", "ok") == "ok"}
     methods = {key[1] for key in values}
     if comparisons is None:
         comparisons = default_comparisons(methods)
@@ -89,24 +104,28 @@ def full_vs_few(
     for method, baseline in comparisons:
         found = False
         for count in few_counts:
-            columns: dict[str, tuple[list[float], list[float]]] = {}
+            columns: dict[str, tuple[list[float], list[float], list[tuple[tuple, tuple]]]] = {}
             for backbone, name, task, shots, n_prompts, seed in sorted(values):
                 if name != method or shots != FULL:
                     continue
-                full = _gain(values, method, baseline, backbone, task, FULL, n_prompts, seed)
-                few = _gain(values, method, baseline, backbone, task, str(count), n_prompts, seed)
+                full = _pair(values, method, baseline, backbone, task, FULL, n_prompts, seed)
+                few = _pair(values, method, baseline, backbone, task, str(count), n_prompts, seed)
                 if full is None or few is None:
                     continue
                 prefix = f"{backbone}: " if several_backbones else ""
-                gains = columns.setdefault(f"{prefix}{task} (n_p={n_prompts})", ([], []))
-                gains[0].append(few)
-                gains[1].append(full)
-            for column, (few, full) in columns.items():
-                results.append(GainShift(method, baseline, count, column, tuple(few), tuple(full)))
+                gains = columns.setdefault(f"{prefix}{task} (n_p={n_prompts})", ([], [], []))
+                gains[0].append(values[few[0]] - values[few[1]])
+                gains[1].append(values[full[0]] - values[full[1]])
+                gains[2].append(full)
+            for column, (few, full, pairs) in columns.items():
+                results.append(GainShift(method, baseline, count, column, tuple(few), tuple(full),
+                                         _training_text(method, baseline, pairs, trainings)))
             if len(columns) > 1:
                 results.append(GainShift(method, baseline, count, f"all {len(columns)} columns pooled",
-                                         tuple(d for few, _ in columns.values() for d in few),
-                                         tuple(d for _, full in columns.values() for d in full)))
+                                         tuple(d for few, _, _ in columns.values() for d in few),
+                                         tuple(d for _, full, _ in columns.values() for d in full),
+                                         _training_text(method, baseline,
+                                                        [p for *_, pairs in columns.values() for p in pairs], trainings)))
             found = found or bool(columns)
         if explicit and not found:
             raise UserError(f"{OPTION} {method}:{baseline}: no task and seed where both ran with the full training "
@@ -120,18 +139,22 @@ def full_vs_few_markdown(shifts: Sequence[GainShift], digits: int = 4) -> str:
     lines = [
         "### Gain at few shots against gain with the full training split", "",
         "| method − baseline | few shots | column | Δ few | Δ full | Δ few − Δ full ± std (pairs) "
-        "| few larger / tie / full larger | p (sign-flip, exact) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| few larger / tie / full larger | p (sign-flip, exact) | full split trained |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for shift in shifts:
         spread = "" if shift.n == 1 else f" ± {shift.std:.{digits}f}"
         wins, ties, losses = shift.record
         lines.append(f"| {shift.method} − {shift.baseline} | {shift.few_shots} | {shift.column} "
                      f"| {shift.mean_few:+.{digits}f} | {shift.mean_full:+.{digits}f} "
-                     f"| {shift.mean:+.{digits}f}{spread} ({shift.n}) | {wins} / {ties} / {losses} | {shift.p_value:.3f} |")
+                     f"| {shift.mean:+.{digits}f}{spread} ({shift.n}) | {wins} / {ties} / {losses} | {shift.p_value:.3f} "
+                     f"| {shift.full_training} |")
     lines += ["", "Δ few: the method's metric minus the baseline's on the same seed at the few-shot count; Δ full: "
               "the same with the full training split. The test asks whether Δ few − Δ full, per (task, seed), "
-              "could come from random signs: a small p says the gain depends on the data size."]
+              "could come from random signs: a small p says the gain depends on the data size. Full split "
+              "trained: steps of a batch size where a step budget stopped training, with the epochs that is of "
+              "the task's training split, or the epochs run (the paper: "
+              f"{PAPER_EPOCHS} epochs of batch {PAPER_BATCH_SIZE}); the baseline's where it differs."]
     return "\n".join(lines) + "\n"
 
 
@@ -140,10 +163,10 @@ def full_vs_few_csv(shifts: Sequence[GainShift]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["method", "baseline", "few_shots", "column", "mean_gain_few", "mean_gain_full", "mean_diff",
                      "std_diff", "n_pairs", "few_larger", "ties", "full_larger", "p_sign_flip", "gains_few",
-                     "gains_full"])
+                     "gains_full", "full_training"])
     for shift in shifts:
         writer.writerow([shift.method, shift.baseline, shift.few_shots, shift.column, f"{shift.mean_few:.6f}",
                          f"{shift.mean_full:.6f}", f"{shift.mean:.6f}", "" if shift.n == 1 else f"{shift.std:.6f}",
                          shift.n, *shift.record, f"{shift.p_value:.6f}", " ".join(f"{d:.6f}" for d in shift.few),
-                         " ".join(f"{d:.6f}" for d in shift.full)])
+                         " ".join(f"{d:.6f}" for d in shift.full), shift.full_training])
     return buffer.getvalue()

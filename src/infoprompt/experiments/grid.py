@@ -5,15 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infoprompt.errors import UserError
+from infoprompt.gate import parse_toml, parse_yaml
 from infoprompt.io_utils import read_lines
 from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
 from infoprompt.kinds.registry import KINDS, get_method
@@ -315,19 +313,6 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
     return sorted(cells, key=Cell.sort_key)
 
 
-class AliasFreeLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases (``*name``): a dozen lines of nested aliases ("billion laughs")
-    expand to gigabytes, and a grid has no need of them."""
-
-    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"aliases (*{event.anchor}) are not allowed in grid files; write the values out",
-                event.start_mark)
-        return super().compose_node(parent, index)
-
-
 def read_grid_file(path: str | Path) -> dict[str, Any]:
     """Parse a ``.yaml``/``.yml`` or ``.toml`` grid file, reporting syntax errors with their line."""
     path = Path(path)
@@ -335,17 +320,9 @@ def read_grid_file(path: str | Path) -> dict[str, Any]:
         raise UserError(f"grid file {path} not found")
     text = "\n".join(line for _, line in read_lines(path))
     if path.suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.load(text, Loader=AliasFreeLoader)  # noqa: S506 - a SafeLoader subclass
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            at = f":{mark.line + 1}" if mark is not None else ""
-            raise UserError(f"{path}{at}: not valid YAML ({getattr(error, 'problem', None) or error})") from None
+        data = parse_yaml(text, str(path), "grid files")
     elif path.suffix == ".toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            raise UserError(f"{path}: not valid TOML ({error})") from None
+        data = parse_toml(text, str(path))
     else:
         raise UserError(f"grid file {path}: unknown format (use .yaml, .yml or .toml)")
     if data is None:

@@ -94,18 +94,21 @@ def parse_comparison(text: str, option: str = "--compare") -> tuple[str, str]:
     return method, baseline
 
 
+def record_key(record: dict[str, Any]) -> tuple[str, str, str, str, int, int]:
+    """(backbone, method, task, shots as text, n_prompts, seed): a record's key in the paired sections."""
+    return (record["backbone"], record["method"], record["task"], str(record["shots"]), int(record["n_prompts"]),
+            int(record["seed"]))
+
+
 def metric_values(records: Sequence[dict[str, Any]], metric: str | None = None) -> dict[tuple, float]:
-    """The metric (default: each record's primary one) of every finished record, keyed by (backbone, method,
-    task, shots as text, n_prompts, seed)."""
+    """The metric (default: each record's primary one) of every finished record, keyed by :func:`record_key`."""
     values: dict[tuple, float] = {}
     for record in records:
         if record.get("status", "ok") != "ok":
             continue
         value = record.get("metrics", {}).get(metric or record.get("primary_metric"))
         if isinstance(value, int | float):
-            key = (record["backbone"], record["method"], record["task"], str(record["shots"]),
-                   int(record["n_prompts"]), int(record["seed"]))
-            values[key] = float(value)
+            values[record_key(record)] = float(value)
     return values
 
 

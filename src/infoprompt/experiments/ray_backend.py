@@ -33,6 +33,7 @@ from infoprompt.experiments.sweep import (
 )
 from infoprompt.pipeline import run_training
 from infoprompt.progress import bar_disabled
+from infoprompt.threads import use_threads
 from infoprompt.validation import nonnegative_int
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -49,7 +50,8 @@ class RayOptions:
             ``ray://HOST:PORT`` joins that cluster's head. An already connected driver (``ray.init`` in the
             calling program) is used as it is.
         cpus_per_cell / gpus_per_cell: each cell's resource request; a cell runs with that many torch
-            threads (at least one) and sees the GPUs Ray gives it.
+            threads (at least one, at most the CPUs its worker may use; ``--threads`` overrides) and sees the
+            GPUs Ray gives it.
         max_retries: how often a cell whose worker died (a preempted node, a killed process) is started again
             before it is recorded as failed.
     """
@@ -79,16 +81,16 @@ def _import_ray() -> Any:
 _WORKER_BACKBONES: BackboneCache | None = None
 
 
-def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int,
-                  cwd: str) -> dict[str, Any]:
+def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool, threads: int | None,
+                  cpus_per_cell: float, cwd: str) -> dict[str, Any]:
     """The body of one Ray task: the local backend's per-cell code, in the driver's working directory (so
     that relative data and backbone paths mean what they mean there), writing the record to the store."""
     global _WORKER_BACKBONES
-    import torch
-
     if os.path.isdir(cwd):
         os.chdir(cwd)
-    torch.set_num_threads(threads)
+    # Ray sets OMP_NUM_THREADS in its workers from the same CPU request, so the request is read directly and
+    # the variable is not taken for a user's.
+    use_threads(threads, cpus_per_worker=max(1, int(cpus_per_cell)), environ={})
     if _WORKER_BACKBONES is None:
         _WORKER_BACKBONES = BackboneCache()
     summary = SweepSummary()
@@ -97,14 +99,18 @@ def run_cell_task(cell: Cell, results_dir: str, runner: Runner, save_runs: bool,
             "record": read_record(record_path(results_dir, cell))}
 
 
-def connect(ray: Any, options: RayOptions) -> bool:
+def connect(ray: Any, options: RayOptions, verbose: bool = False) -> bool:
     """Connect to Ray as ``options.address`` says; returns whether this call connected (and so must
-    disconnect, which stops a Ray instance it started)."""
+    disconnect, which stops a Ray instance it started). Ray's own log lines (its C++ core's, its Python
+    logger's below errors) stay out of the terminal unless ``verbose``; the cells' own output is shown."""
     if options.address not in (None, "auto"):
         _check_reachable(options.address)
     if ray.is_initialized():
         return False
-    quiet = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": True}
+    if not verbose:
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # the C++ core's stderr lines
+    quiet = {"include_dashboard": False, "logging_level": logging.INFO if verbose else logging.ERROR,
+             "log_to_driver": True}
     try:
         if options.address is None:
             ray.init(_node_ip_address=LOCAL_ADDRESS, **quiet)
@@ -117,14 +123,40 @@ def connect(ray: Any, options: RayOptions) -> bool:
 
 
 def _check_reachable(address: str) -> None:
-    """Fail at once on a head that does not answer; Ray itself retries a dead address for minutes."""
+    """Fail at once on a head that does not answer, or on a service there that is no Ray head: Ray itself
+    retries a dead address for minutes, and prints its C++ log lines while it tries another service."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UserError(f"--address {address}: expected auto, HOST:PORT or ray://HOST:PORT")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as connection:
+            speaks_grpc = _answers_http2(connection)
     except OSError as error:
         raise UserError(f"--address {address}: no Ray head answers there ({error.strerror or error})") from None
+    if not speaks_grpc:
+        raise UserError(f"--address {address}: the service there is no Ray head (it does not answer in gRPC's "
+                        f"HTTP/2, as Ray's GCS and client server do)")
+
+
+# What an HTTP/2 client sends first: the connection preface and an empty SETTINGS frame.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4  # the frame type an HTTP/2 server must answer the preface with
+
+
+def _answers_http2(connection: socket.socket) -> bool:
+    """Whether the server on ``connection`` answers an HTTP/2 preface with a SETTINGS frame (its 9-byte header:
+    3 bytes of length, then the type): what every gRPC server does, and no HTTP/1 or other service."""
+    connection.sendall(HTTP2_PREFACE)
+    header = b""
+    while len(header) < 9:
+        try:
+            chunk = connection.recv(9 - len(header))
+        except TimeoutError:
+            return False
+        if not chunk:
+            return False
+        header += chunk
+    return header[3] == HTTP2_SETTINGS
 
 
 def fits_check(nodes: Sequence[dict[str, Any]], options: RayOptions, *, can_grow: bool) -> str | None:
@@ -165,11 +197,14 @@ def run_sweep_ray(
     runner: Runner = run_training,
     progress: bool = True,
     echo: Callable[[str], None] | None = None,
+    threads: int | None = None,
+    verbose: bool = False,
 ) -> SweepSummary:
     """Run every unfinished cell of ``cells`` as a Ray task and store one record per cell, as
     :func:`~infoprompt.experiments.sweep.run_sweep` does: finished cells are skipped, a cell that raises is
     recorded as failed, a cell whose worker died is retried ``options.max_retries`` times and then recorded
-    as failed, and a backbone that cannot be loaded stops the sweep with the loader's error.
+    as failed, and a backbone that cannot be loaded stops the sweep with the loader's error. Each cell runs
+    with ``threads`` torch threads, by default with as many as it asks CPUs of Ray.
 
     Workers write the records and ``--save-runs`` directories into ``results_dir``, so on a cluster it must
     be a directory every node sees at the same path; the driver writes each record again where it differs
@@ -185,7 +220,7 @@ def run_sweep_ray(
     if not todo:  # nothing to run: no Ray to start
         summary.seconds = time.perf_counter() - started
         return summary
-    connected = connect(ray, options)  # before anything is written: an unreachable cluster leaves no trace
+    connected = connect(ray, options, verbose)  # before anything is written: an unreachable cluster leaves no trace
     try:
         warning = fits_check(ray.nodes(), options, can_grow=options.address is not None)
         if warning:
@@ -196,7 +231,7 @@ def run_sweep_ray(
             raise UserError(f"cannot create the results directory {results_dir}: {error.strerror}") from None
         claimed, summary.claimed_elsewhere = _claim_free(results_dir, todo)
         try:
-            _run_tasks(ray, claimed, results_dir, options, save_runs, runner, progress, echo, summary)
+            _run_tasks(ray, claimed, results_dir, options, threads, save_runs, runner, progress, echo, summary)
         finally:
             for cell in claimed:
                 release_claim(results_dir, cell)
@@ -207,18 +242,18 @@ def run_sweep_ray(
     return summary
 
 
-def _run_tasks(ray: Any, cells: list[Cell], results_dir: Path, options: RayOptions, save_runs: bool, runner: Runner,
-               progress: bool, echo: Callable[[str], None], summary: SweepSummary) -> None:
+def _run_tasks(ray: Any, cells: list[Cell], results_dir: Path, options: RayOptions, threads: int | None,
+               save_runs: bool, runner: Runner, progress: bool, echo: Callable[[str], None],
+               summary: SweepSummary) -> None:
     """Submit one task per cell and record each as it ends; on an error that stops the sweep, or Ctrl-C,
     the tasks still queued or running are cancelled."""
     task = ray.remote(run_cell_task).options(
         num_cpus=options.cpus_per_cell, num_gpus=options.gpus_per_cell, max_retries=options.max_retries,
         retry_exceptions=False,
     )
-    threads = max(1, int(options.cpus_per_cell))
     cwd = os.getcwd()
-    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, cwd): (cell, time.perf_counter())
-                 for cell in cells}
+    submitted = {task.remote(cell, str(results_dir), runner, save_runs, threads, options.cpus_per_cell, cwd):
+                 (cell, time.perf_counter()) for cell in cells}
     bar = tqdm(total=len(cells), desc="sweep (ray)", unit="cell", disable=bar_disabled(progress))
     try:
         for number in range(1, len(cells) + 1):

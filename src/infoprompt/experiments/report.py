@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -17,8 +17,14 @@ from infoprompt.experiments.full_vs_few import full_vs_few, full_vs_few_csv, ful
 from infoprompt.experiments.paired import paired_comparisons, paired_markdown
 from infoprompt.experiments.report_format import cells_csv, paired_csv, to_csv, to_markdown
 from infoprompt.experiments.store import STATUS_OK, load_records
-from infoprompt.experiments.tables import TABLE_STEMS, build_tables, collect, order_names
-from infoprompt.io_utils import check_name_lengths, replace_directory, scratch_directory
+from infoprompt.experiments.tables import build_tables, collect, order_names
+from infoprompt.io_utils import (
+    atomic_write_json,
+    check_name_lengths,
+    read_json_object,
+    replace_directory,
+    scratch_directory,
+)
 from infoprompt.tasks import TASKS
 
 FULL_VS_FEW_CSV = "full-vs-few.csv"
@@ -143,36 +149,86 @@ def build_report(
     if shifts:
         files[FULL_VS_FEW_CSV] = full_vs_few_csv(shifts)
     write_report_directory(out, files)
-    written = [out / name for name in files]
+    written = [out / name for name in (*files, MANIFEST_NAME)]
     return text, written
 
 
-# What marks a directory as one build_report wrote (and may replace): these files are in it.
-REPORT_MARKERS = ("report.md", "cells.csv")
-# Names build_report writes; every other file of a report directory is carried over to the new one.
-_OWN_OUTPUTS = (*REPORT_MARKERS, "paired.csv", FULL_VS_FEW_CSV,
-                *(f"*{stem}*{suffix}" for stem in TABLE_STEMS for suffix in (".csv", ".md")))
+# What marks a directory as one build_report wrote: its manifest, naming every file the report wrote with its
+# SHA-256. Only those files are ever replaced or removed; every other file of the directory is carried over.
+MANIFEST_NAME = "report-manifest.json"
+MANIFEST_FORMAT = 1
+# How the report.md and cells.csv of a report written before the manifest begin: such a directory is adopted.
+LEGACY_STARTS = {"report.md": "## Results from `", "cells.csv": "backbone,method,task,shots,n_prompts,mean,std,"}
 
 
-def is_report_directory(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and all((path / name).is_file() for name in REPORT_MARKERS)
+def read_manifest(out: Path) -> dict[str, str] | None:
+    """The files (name -> SHA-256) an earlier report wrote into ``out``; ``None`` when it has no manifest."""
+    path = out / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    data = read_json_object(path)
+    files = data.get("files")
+    if (data.get("format") != MANIFEST_FORMAT or not isinstance(files, dict)
+            or not all(isinstance(name, str) and _plain_name(name) and isinstance(digest, str)
+                       for name, digest in files.items())):
+        raise UserError(f"{path}: not a report manifest this version wrote (format {MANIFEST_FORMAT}, 'files' "
+                        "mapping names to SHA-256), so the directory is left alone; name a new directory")
+    return files
 
 
-def check_report_target(out: Path) -> None:
-    """Refuse, before any work, an output that is not a new or empty directory or an earlier report's."""
+def _is_legacy_report(out: Path) -> bool:
+    """Whether ``out`` holds a report.md and a cells.csv that begin as a report wrote them before manifests."""
+    for name, start in LEGACY_STARTS.items():
+        path = out / name
+        if path.is_symlink() or not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            if handle.read(len(start)).decode("utf-8", "replace") != start:
+                return False
+    return True
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..", MANIFEST_NAME) and "/" not in name and "\\" not in name
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_report_target(out: Path, writing: Sequence[str] = ()) -> dict[str, str]:
+    """Refuse, before any work, an output that is not a new or empty directory or an earlier report's, and a
+    report that would replace a file it did not write: a file the manifest names but that was changed since,
+    or one of ``writing`` (this report's file names) that no report wrote. Returns the old manifest's files."""
     check_name_lengths(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise UserError(f"report output {out} exists and is not a directory; name a new or empty directory")
-    if out.is_dir() and any(out.iterdir()) and not is_report_directory(out):
-        raise UserError(f"report output {out} holds files and is not a report directory (one holding "
-                        f"{' and '.join(REPORT_MARKERS)}), so it is left alone; name a new or empty directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return {}
+    written = read_manifest(out)
+    if written is None and _is_legacy_report(out):
+        # A report of a version before the manifest: this report's files replace theirs, all else is kept.
+        return {name: _digest(out / name) for name in writing if (out / name).is_file()}
+    if written is None:
+        raise UserError(f"report output {out} holds files and is not a report directory (one holding the "
+                        f"{MANIFEST_NAME} a report writes), so it is left alone; name a new or empty directory")
+    for name, digest in written.items():
+        path = out / name
+        if path.is_symlink() or (path.exists() and (not path.is_file() or _digest(path) != digest)):
+            raise UserError(f"report output {out}: {name} was changed since the report wrote it, so it is left "
+                            f"alone; move it away or name a new directory")
+    for name in writing:
+        if name not in written and (out / name).exists():
+            raise UserError(f"report output {out} holds {name}, which this report would write but no report "
+                            f"wrote there, so it is left alone; move it away or name a new directory")
+    return written
 
 
 def write_report_directory(out: Path, files: dict[str, str]) -> None:
-    """Write ``files`` into a scratch directory beside ``out`` and swap it in whole: a kill or a full disk
-    leaves the earlier report as it was (and no scratch), never half of each. Files of the earlier report
-    directory that are not this module's outputs (notes, figures) move to the new one."""
-    check_report_target(out)  # another report may have been put there meanwhile
+    """Write ``files`` and their manifest into a scratch directory beside ``out`` and swap it in whole: a kill or
+    a full disk leaves the earlier report as it was (and no scratch), never half of each. Files of the earlier
+    report directory that its manifest does not name (notes, figures) move to the new one."""
+    written = check_report_target(out, list(files))  # another report may have been put there meanwhile
     staging = scratch_directory(out, "cannot write the report")
     try:
         for name, text in files.items():
@@ -180,8 +236,11 @@ def write_report_directory(out: Path, files: dict[str, str]) -> None:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
+        manifest = {"format": MANIFEST_FORMAT, "written_by": "infoprompt report",
+                    "files": {name: _digest(staging / name) for name in sorted(files)}}
+        atomic_write_json(staging / MANIFEST_NAME, manifest)
         if out.is_dir():
-            _carry_over(out, staging)
+            _carry_over(out, staging, {*written, MANIFEST_NAME})
         replace_directory(staging, out)
     except OSError as error:
         raise UserError(f"cannot write the report {out}: {error.strerror}; the earlier report is unchanged") from None
@@ -189,9 +248,10 @@ def write_report_directory(out: Path, files: dict[str, str]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _carry_over(old: Path, new: Path) -> None:
+def _carry_over(old: Path, new: Path, written: set[str]) -> None:
+    """Every entry of ``old`` that no report wrote (``written``), copied into ``new``."""
     for entry in old.iterdir():
-        if not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in _OWN_OUTPUTS):
+        if entry.name not in written:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.copytree(entry, new / entry.name, symlinks=True)
             else:

@@ -49,7 +49,10 @@ def size_text(sizes: Sequence[float]) -> str:
 def to_markdown(table: Table, digits: int = 4) -> str:
     best_columns, best_average = table.best()
     header = ["method", *table.columns, "Average", "adapter", "time / cell"]
-    lines = [f"### {table.title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [f"### {table.title}", ""]
+    if table.header:
+        lines += [*table.header, ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method, stats in table.rows.items():
         cells = [table_label(method)]
         for i, stat in enumerate(stats):

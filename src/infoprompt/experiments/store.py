@@ -14,7 +14,8 @@ from typing import Any
 
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import Cell
-from infoprompt.io_utils import atomic_write_json, atomic_write_text, remove_scratch_directories
+from infoprompt.gate import MAX_DOCUMENT_BYTES, parse_json
+from infoprompt.io_utils import atomic_write_json, atomic_write_text, read_bytes, remove_scratch_directories
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -41,11 +42,9 @@ def read_record(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: damaged result record ({error}); delete it to rerun the cell") from None
-    except RecursionError:
-        raise UserError(f"{path}: damaged result record (JSON nested too deeply); delete it to rerun the cell") from None
+        record = parse_json(read_bytes(path), str(path), limit=MAX_DOCUMENT_BYTES)
+    except UserError as error:
+        raise UserError(f"{error}: a damaged result record; delete it to rerun the cell") from None
     if not isinstance(record, dict):
         raise UserError(f"{path}: a result record must be a JSON object")
     return record
@@ -128,8 +127,8 @@ def read_claim(path: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError):
         text, age = "", _age(path)
     try:
-        claim = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        claim = parse_json(text, str(path), limit=MAX_DOCUMENT_BYTES)
+    except UserError:
         claim = None
     if isinstance(claim, dict) and isinstance(claim.get("host"), str) and isinstance(claim.get("pid"), int):
         return claim

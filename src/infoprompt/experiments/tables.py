@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infoprompt.experiments.paired import SampleSummary
+from infoprompt.experiments.protocol import CellRuns, Run, paper_differences
 from infoprompt.experiments.store import STATUS_OK
 from infoprompt.kinds.registry import table_order
 from infoprompt.tasks import TASKS
@@ -36,23 +37,26 @@ OTHER_FAMILY = ("other", "other tasks", "one column per task")
 class Stat(SampleSummary):
     """One cell over its seeds: the values (mean, sample std and count from :class:`SampleSummary`) and seeds,
     with the mean size on disk of the saved adapters and the mean training seconds of the cell's records
-    (``None`` where no record has them)."""
+    (``None`` where no record has them), and how each seed's run was trained and where (in seed order)."""
 
     values: tuple[float, ...]
     seeds: tuple[int, ...]
     adapter_bytes: float | None = None
     train_s: float | None = None
+    runs: tuple[Run, ...] = ()
 
 
 @dataclass
 class Table:
-    """One table: ``rows[method][i]`` is the stat under ``columns[i]`` (``None``: not run)."""
+    """One table: ``rows[method][i]`` is the stat under ``columns[i]`` (``None``: not run); ``header``: Markdown
+    lines shown between the title and the table (what the cells did otherwise than the paper)."""
 
     name: str
     title: str
     columns: list[str]
     rows: dict[str, list[Stat | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    header: list[str] = field(default_factory=list)
 
     def average(self, method: str) -> float | None:
         """Mean of the row's column means, as the paper's Average column; only for complete rows."""
@@ -126,7 +130,7 @@ def collect(records: Sequence[dict[str, Any]], metric: str | None = None) -> dic
 
     ``metric=None`` takes each record's primary metric; records lacking the metric are skipped.
     """
-    values: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+    values: dict[tuple, list[tuple[int, float, Run]]] = defaultdict(list)
     sizes: dict[tuple, list[float]] = defaultdict(list)
     seconds: dict[tuple, list[float]] = defaultdict(list)
     for record in records:
@@ -137,16 +141,17 @@ def collect(records: Sequence[dict[str, Any]], metric: str | None = None) -> dic
         if not isinstance(value, int | float):
             continue
         key = (record["backbone"], record["method"], record["task"], record["shots"], int(record["n_prompts"]))
-        values[key].append((int(record["seed"]), float(value)))
+        values[key].append((int(record["seed"]), float(value), Run.of(record)))
         if _number(record.get("adapter_bytes")) and record["adapter_bytes"] >= 0:
             sizes[key].append(float(record["adapter_bytes"]))
         if (spent := train_seconds(record)) is not None:
             seconds[key].append(spent)
     stats = {}
-    for key, pairs in values.items():
-        pairs.sort()
-        stats[key] = Stat(values=tuple(v for _, v in pairs), seeds=tuple(s for s, _ in pairs),
-                          adapter_bytes=_mean(sizes[key]), train_s=_mean(seconds[key]))
+    for key, seeded in values.items():
+        seeded.sort(key=lambda item: item[:2])
+        stats[key] = Stat(values=tuple(v for _, v, _ in seeded), seeds=tuple(s for s, _, _ in seeded),
+                          adapter_bytes=_mean(sizes[key]), train_s=_mean(seconds[key]),
+                          runs=tuple(run for _, _, run in seeded))
     return stats
 
 
@@ -225,7 +230,8 @@ def _with_prompts(method: str, n_prompts: int) -> str:
 def build_full_tables(stats: dict[tuple, Stat], backbone: str, tasks: Sequence[str] | None = None) -> list[Table]:
     """The full-training-split cells of ``backbone`` as the paper's Tables 1 (GLUE) and 2 (relation
     classification, entity typing): one column per task of the family, one row per method, mean ± std over
-    seeds. A method run at full data with several n_p gets a row per n_p (``warp[n_p=1]``)."""
+    seeds. A method run at full data with several n_p gets a row per n_p (``warp[n_p=1]``). Each table is
+    headed by what its cells did otherwise than the paper (:func:`~infoprompt.experiments.protocol.paper_differences`)."""
     keys = [k for k in stats if k[0] == backbone and k[3] == "full"]
     if not keys:
         return []
@@ -253,5 +259,9 @@ def build_full_tables(stats: dict[tuple, Stat], backbone: str, tasks: Sequence[s
         if len(set(shown.values()) - {0}) > 1:
             table.notes.append("prompt tokens per row: " + ", ".join(
                 f"{name} n_p={count}" for name, count in shown.items() if count))
+        table.header = paper_differences(backbone, [
+            CellRuns(row_name, task, stat.seeds, stat.runs)
+            for row_name, row in table.rows.items() for task, stat in zip(columns, row, strict=True) if stat is not None
+        ], columns)
         tables.append(table)
     return tables

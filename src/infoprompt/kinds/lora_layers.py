@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,16 +75,30 @@ def lora_targets(encoder: nn.Module, targets: tuple[str, ...], layers: str) -> l
     return list(defaults[model_type])
 
 
-def lora_encoder(encoder: nn.Module, rank: int, alpha: int, targets: tuple[str, ...], layers: str,
-                 dropout: float = 0.0) -> Any:
-    """peft's LoRA on a structure copy of ``encoder`` (A matrices drawn from torch's generator, which the caller
-    seeds; B at zero)."""
-    from peft import LoraConfig, get_peft_model
+def lora_config(encoder: nn.Module, rank: int, alpha: int, targets: tuple[str, ...], layers: str,
+                dropout: float = 0.0, **fields: Any) -> Any:
+    """peft's ``LoraConfig`` of LoRA in ``encoder`` (see :func:`lora_targets`); ``fields``: further ``LoraConfig``
+    fields (``layers_to_transform``, ...)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=lora_targets(encoder, targets, layers),
+                      bias="none", **fields)
+
+
+def with_lora(encoder: nn.Module, config: Callable[[nn.Module], Any]) -> Any:
+    """peft's LoRA on a structure copy of ``encoder``, as ``config(copy)`` describes it (A matrices drawn from
+    torch's generator, which the caller seeds; B at zero)."""
+    from peft import get_peft_model
 
     from infoprompt.kinds.common import quiet_peft_wrap
 
     copied = structure_copy(encoder)
-    lora = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=lora_targets(copied, targets, layers),
-                      bias="none")
+    lora = config(copied)
     with quiet_peft_wrap():
         return get_peft_model(copied, lora)
+
+
+def lora_encoder(encoder: nn.Module, rank: int, alpha: int, targets: tuple[str, ...], layers: str,
+                 dropout: float = 0.0) -> Any:
+    """peft's LoRA of the modules of ``layers`` (or ``targets``) on a structure copy of ``encoder``."""
+    return with_lora(encoder, lambda copied: lora_config(copied, rank, alpha, targets, layers, dropout))

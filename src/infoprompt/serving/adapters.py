@@ -6,6 +6,7 @@ that a change of the library's internals is mended here alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +64,24 @@ def backbone_key(name: str) -> str:
 
 
 def load_backbone(name: str, cache_dir: str | None = None) -> Any:
+    """The backbone an adapter's config names, looked up on this machine only (never downloaded)."""
     from infoprompt.backbones import load_backbone as load
 
-    return load(name, cache_dir=cache_dir)
+    return load(name, cache_dir=cache_dir, from_file=True)
+
+
+def is_named_backbone(name: str) -> bool:
+    """Whether ``name`` is a packaged backbone (``minilm``, ``mpnet``) or a Hugging Face id (``org/model``) that is
+    no local path: what :func:`load_backbone` finds by name, not as a directory."""
+    from infoprompt.backbones import PACKAGED
+
+    return name in PACKAGED or (len(name) <= HUB_ID_LENGTH and HUB_ID.fullmatch(name) is not None
+                                and ".." not in name and not Path(name).exists())
+
+
+# A Hub model id, as the Hub spells them: a name, or an owner and a name, at most 96 characters.
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+HUB_ID_LENGTH = 96
 
 
 def own_weights(backbone: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts, parse_json
 from infoprompt.serving.batching import Batcher, BatchReport, Busy
 from infoprompt.serving.registry import (
     AdapterConflict,
@@ -200,6 +202,31 @@ class Guard:
             self.metrics.response(route_of(scope["path"]), status[0], time.perf_counter() - started)
 
 
+class GatedRequest(Request):
+    """A request whose JSON body the gate reads (:func:`~infoprompt.gate.parse_json`: its depth limit and its
+    messages), as every JSON file is read; a body it refuses is a 400 with the gate's one line."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            try:
+                self._json = parse_json(await self.body(), "the body")
+            except UserError as error:
+                raise HTTPException(400, str(error)) from None
+        return self._json
+
+
+class GatedRoute(APIRoute):
+    """A route that hands its handler a :class:`GatedRequest` (FastAPI's way to replace the body parser)."""
+
+    def get_route_handler(self) -> Any:
+        handler = super().get_route_handler()
+
+        async def gated(request: Request) -> Response:
+            return await handler(GatedRequest(request.scope, request.receive))
+
+        return gated
+
+
 def request_rows(adapter: LoadedAdapter, inputs: list[str | dict[str, str]]) -> tuple[list[dict[str, str]], list[str]]:
     """The request's inputs as the adapter's field dicts, with the names (``inputs[i]``) errors quote."""
     fields = adapter.info.fields
@@ -218,15 +245,7 @@ def request_rows(adapter: LoadedAdapter, inputs: list[str | dict[str, str]]) -> 
                 raise UserError(f"{where}: adapter {adapter.name!r} (task {adapter.info.task}) reads the fields "
                                 f"{', '.join(fields)}; missing {missing}, unknown {unknown}")
             row = {name: item[name] for name in fields}
-        empty = [name for name in fields if not row[name].strip()]
-        if empty:
-            raise UserError(f"{where}: empty text field(s) {', '.join(empty)}")
-        for name in fields:
-            try:
-                row[name].encode("utf-8")
-            except UnicodeEncodeError:
-                raise UserError(f"{where}.{name}: not valid Unicode text (a lone surrogate escape)") from None
-        rows.append(row)
+        rows.append(check_texts(row, where))
         sources.append(where)
     return rows, sources
 
@@ -249,17 +268,20 @@ class ServerState:
 
 
 def create_app(adapters: Mapping[str, str | Path] | None = None, *, registry: AdapterRegistry | None = None,
-               adapter_root: str | Path | None = None, settings: ServeSettings | None = None) -> FastAPI:
+               adapter_root: str | Path | None = None, settings: ServeSettings | None = None,
+               backbone_dirs: Sequence[str | Path] = ()) -> FastAPI:
     """The server as an ASGI app.
 
     ``adapters`` (name → directory) are loaded at startup, before the app answers; ``registry`` may instead (or
     as well) hold adapters loaded already (the CLI loads them first, so that a bad one is a one-line error).
     ``adapter_root`` (when no registry is given) is the only directory adapters may come from, and turns on
-    ``POST /v1/adapters``. Inference runs in one worker thread; set torch's thread count before serving.
+    ``POST /v1/adapters``; their backbones are then packaged names, Hugging Face ids, or directories under the
+    root or ``backbone_dirs``. Inference runs in one worker thread; set torch's thread count before serving.
     """
     settings = settings or ServeSettings()
     if registry is None:
-        registry = AdapterRegistry(Path(adapter_root) if adapter_root is not None else None)
+        registry = AdapterRegistry(Path(adapter_root) if adapter_root is not None else None,
+                                   backbone_dirs=[Path(directory) for directory in backbone_dirs])
     state = ServerState(registry, settings, Metrics(registry), dict(adapters or {}))
 
     @asynccontextmanager
@@ -284,6 +306,7 @@ def create_app(adapters: Mapping[str, str | Path] | None = None, *, registry: Ad
             state.loader.shutdown(wait=True)
 
     app = FastAPI(title="infoprompt", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.router.route_class = GatedRoute
     app.state.infoprompt = state
     add_error_handlers(app)
     add_routes(app, state)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import socket
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from infoprompt.validation import option, positive_int
 
 POSITIVE = option(positive_int)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+DEFAULT_MAX_THREADS = 4
 
 
 def non_negative_float(value: str) -> float:
@@ -41,6 +41,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
                        help="an adapter to serve under NAME (repeat for more)")
     serve.add_argument("--adapter-root", help="the only directory adapters may be loaded from; also turns on "
                                               "POST /v1/adapters (runtime loading)")
+    serve.add_argument("--allow-backbone-dir", action="append", default=[], metavar="DIR",
+                       help="with --adapter-root, adapters may also name backbone directories under DIR (by default "
+                            "only packaged names, Hugging Face ids and directories under the root); repeat for more")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=POSITIVE, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -54,8 +57,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--max-body-bytes", type=POSITIVE, default=1 << 20, help="request body limit (default 1 MiB)")
     serve.add_argument("--max-queue", type=POSITIVE, default=1024,
                        help="requests waiting per adapter before 503 (default 1024)")
-    serve.add_argument("--threads", type=POSITIVE, default=min(4, os.cpu_count() or 1),
-                       help="torch threads for inference (default: the CPU count, at most 4)")
+    serve.add_argument("--threads", type=POSITIVE,
+                       help="torch threads for inference (default: the CPUs this process may use, by affinity and "
+                            f"cgroup quota, at most {DEFAULT_MAX_THREADS}, unless OMP_NUM_THREADS is set)")
     serve.add_argument("--drain-timeout", type=POSITIVE, default=30,
                        help="seconds a shutdown waits for requests in flight (default 30)")
     serve.add_argument("--separate-backbones", action="store_true",
@@ -116,9 +120,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from infoprompt.serving.app import ServeSettings, create_app
     except ModuleNotFoundError as error:
         raise UserError(f"infoprompt serve needs {error.name}: pip install 'infoprompt[serve]'") from None
-    import torch
-
     from infoprompt.serving.registry import AdapterRegistry
+    from infoprompt.threads import use_threads
 
     names = [name for name, _ in args.adapter]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -128,10 +131,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--adapter-root {args.adapter_root} is not a directory")
     token = read_token(args.token_file) if args.token_file else None
     loopback = is_loopback(args.host)
-    torch.set_num_threads(args.threads)
+    threads = use_threads(args.threads, at_most=DEFAULT_MAX_THREADS)
     quiet_progress_bars()
+    for directory in args.allow_backbone_dir:
+        if args.adapter_root is None:
+            raise UserError("--allow-backbone-dir needs --adapter-root (without a root, backbones are not restricted)")
+        if not Path(directory).is_dir():
+            raise UserError(f"--allow-backbone-dir {directory} is not a directory")
     registry = AdapterRegistry(Path(args.adapter_root) if args.adapter_root else None, args.cache_dir,
-                               separate_backbones=args.separate_backbones)
+                               separate_backbones=args.separate_backbones,
+                               backbone_dirs=[Path(directory) for directory in args.allow_backbone_dir])
     for name, directory in args.adapter:
         registry.load(name, directory)
     settings = ServeSettings(max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_inputs=args.max_inputs,
@@ -144,6 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(create_app(registry=registry, settings=settings), log_level=args.log_level,
                             timeout_graceful_shutdown=args.drain_timeout, access_log=args.log_level in ("info", "debug"))
     print(f"infoprompt: serving {len(registry.adapters)} adapter(s) on {len(registry.backbones)} backbone(s) at "
-          f"http://{args.host if ':' not in args.host else f'[{args.host}]'}:{args.port}", file=sys.stderr, flush=True)
+          f"http://{args.host if ':' not in args.host else f'[{args.host}]'}:{args.port} with {threads.threads} torch "
+          f"thread(s) ({threads.source})", file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
     return 0

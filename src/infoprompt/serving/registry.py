@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
+from infoprompt.io_utils import short_path
 from infoprompt.serving import adapters
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -64,22 +67,34 @@ def check_name(name: str) -> str:
     return name
 
 
-def contained_directory(root: Path, path: str | Path) -> Path:
+def contained_directory(root: Path, path: str | Path, what: str = "adapter path") -> Path:
     """``path`` (relative to ``root``, or absolute) resolved, refused unless it and every file in it lie under
-    ``root`` after symbolic links are followed."""
-    root = root.resolve()
-    candidate = Path(path)
-    if ".." in candidate.parts:
-        raise ForbiddenPath(f"adapter path {str(path)!r} may not contain '..'")
-    directory = (candidate if candidate.is_absolute() else root / candidate).resolve()
-    if not directory.is_relative_to(root):
-        raise ForbiddenPath(f"adapter path {str(path)!r} leads outside the adapter root {root}")
-    if not directory.is_dir():
-        raise UserError(f"adapter directory {str(path)!r} does not exist under the adapter root")
-    for entry in directory.rglob("*"):
-        if not entry.resolve().is_relative_to(root):
-            raise ForbiddenPath(f"adapter path {str(path)!r} holds {entry.relative_to(directory)}, a link that "
-                                f"leads outside the adapter root {root}")
+    ``root`` after symbolic links are followed. A path the file system cannot take (a NUL character, a name
+    too long, a link loop) is a one-line error too, never a server fault."""
+    text = str(path)
+    if "\x00" in text:
+        raise UserError(f"{what} {text!r} holds a NUL character, which no file name may hold")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as error:  # a lone surrogate ("\ud800" in the JSON): no file system name
+        raise UserError(f"{what} {short_path(text)!r} holds {text[error.start]!r}, which no file name may hold") from None
+    try:
+        root = root.resolve()
+        candidate = Path(path)
+        if ".." in candidate.parts:
+            raise ForbiddenPath(f"{what} {text!r} may not contain '..'")
+        directory = (candidate if candidate.is_absolute() else root / candidate).resolve()
+        if not directory.is_relative_to(root):
+            raise ForbiddenPath(f"{what} {text!r} leads outside the adapter root {root}")
+        if not directory.is_dir():
+            raise UserError(f"{what} {text!r} does not exist under the adapter root")
+        for entry in directory.rglob("*"):
+            if not entry.resolve().is_relative_to(root):
+                raise ForbiddenPath(f"{what} {text!r} holds {entry.relative_to(directory)}, a link that "
+                                    f"leads outside the adapter root {root}")
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symbolic link loop (Python 3.11's resolve)
+        reason = getattr(error, "strerror", None) or str(error)
+        raise UserError(f"{what} {short_path(text)!r} cannot be read ({reason})") from None
     return directory
 
 
@@ -91,8 +106,11 @@ class AdapterRegistry:
     backbone instead: what a one-model-per-task server needs (the baseline of ``benchmarks/serve_bench.py``).
     """
 
-    def __init__(self, root: Path | None = None, cache_dir: str | None = None, separate_backbones: bool = False):
+    def __init__(self, root: Path | None = None, cache_dir: str | None = None, separate_backbones: bool = False,
+                 backbone_dirs: Sequence[Path] = ()):
         self.root = root.resolve() if root is not None else None
+        # With a root, adapters name their backbones by name, or as directories under the root or these.
+        self.backbone_dirs = tuple(Path(directory).resolve() for directory in backbone_dirs)
         self.cache_dir = cache_dir
         self.separate_backbones = separate_backbones
         # Where adapters are built on a backbone already in use: the server's inference thread, because the
@@ -125,6 +143,7 @@ class AdapterRegistry:
             if name in self.adapters:
                 raise AdapterConflict(f"an adapter named {name!r} is already loaded (delete it first)")
             info = adapters.read_adapter_info(directory)
+            self.check_backbone(info, directory)
             shared = self._backbone_for(name, info, directory)
             try:
                 if self.model_thread is None:
@@ -140,6 +159,24 @@ class AdapterRegistry:
                                    shares_features=group is not None)
             self.adapters[name] = loaded
             return loaded
+
+    def check_backbone(self, info: adapters.AdapterInfo, directory: Path) -> None:
+        """With an adapter root, an adapter's backbone is a packaged name or a Hugging Face id (both looked up on
+        this machine only), or a directory under the root or an ``--allow-backbone-dir``: an adapter placed under
+        the root must not make the server read any model directory the server's user can read."""
+        if self.root is None or adapters.is_named_backbone(info.backbone):
+            return
+        location = Path(info.backbone).expanduser()
+        for allowed in (self.root, *self.backbone_dirs):
+            with contextlib.suppress(OSError, RuntimeError, UnicodeError):  # no path: a named backbone, or none
+                if location.resolve().is_relative_to(allowed):
+                    contained_directory(allowed, location.resolve(), "backbone directory")
+                    return
+        raise ForbiddenPath(
+            f"{adapters.config_path(directory)}: backbone {short_path(info.backbone)!r} is a directory outside the "
+            f"adapter root {self.root}; a served adapter's backbone must be a packaged name (minilm, mpnet), a "
+            f"Hugging Face id, or a directory under the root (start the server with --allow-backbone-dir DIR to "
+            f"allow another)")
 
     def _backbone_for(self, name: str, info: adapters.AdapterInfo, directory: Path) -> SharedBackbone:
         key = adapters.backbone_key(info.backbone)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts
 
 DATA_DIR_ENV = "INFOPROMPT_DATA_DIR"
 # A split may be a row range of a file, e.g. ``train.jsonl[:-800]`` (SemEval cuts its dev split from train).
@@ -101,6 +102,7 @@ def load_split(task: TaskSpec, split: str, data_dir: str | os.PathLike[str] | No
     every = task.reader(path)
     examples = every[rows]
     for example in examples:
+        check_texts(example.fields, example.source or str(path), every_field=False)  # whatever the reader
         if example.label is not None:
             task.label_index(example.label, where=example.source)
     if not examples and every:
@@ -140,11 +142,12 @@ def load_hub_split(task: TaskSpec, split: str) -> list[Example]:
     examples = []
     for index, row in enumerate(rows):
         label = names[row["label"]]
+        where = f"{task.hub[0]}/{task.hub[1]}:{hub_split}:{index}"
         examples.append(
             Example(
-                fields={name: row[name] for name in task.fields},
+                fields=check_texts({name: row[name] for name in task.fields}, where),
                 label=label_map[label] if label_map else label,
-                source=f"{task.hub[0]}/{task.hub[1]}:{hub_split}:{index}",
+                source=where,
             )
         )
     return examples

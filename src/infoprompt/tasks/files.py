@@ -12,7 +12,12 @@ What a file becomes:
   ``["a", "b"]`` (in a text cell, or a list in JSON and Parquet); ``[]`` says explicitly that no label
   applies. Its example's ``label`` is the canonical set encoding of :mod:`infoprompt.tasks.multilabel`.
 * Missing labels are errors, never a class: a blank cell, JSON ``null`` or ``NaN``, a Parquet null or NaN, and
-  the strings ``nan`` and ``<NA>`` (any case), which is how pandas writes a missing value as text.
+  the strings pandas reads as missing (``null``, ``NULL``, ``None``, ``NA``, ``N/A``, ``n/a``, ``NaN``, ``#N/A``
+  and the like; ``nan`` and ``<NA>`` in any case).
+* A label column mixes no types: JSON ``1`` and ``"1"`` (or ``true`` and ``"true"``) in one column are an error
+  naming both rows, not one class.
+* More than :data:`MANY_CLASSES` classes, most of them with a single example, is an error (the column is more
+  likely an id or a text than a label); more than that many with several examples each, a warning.
 * The class order of a task (:func:`collect_labels`) is the label names sorted by code point: it does not
   depend on which rows come first, so a sample of a file and the file give the same order.
 * ``source`` of an example is ``"<path>:<line>"`` (``"<path>:row <n>"`` for Parquet, counting data rows).
@@ -31,14 +36,16 @@ import codecs
 import csv
 import difflib
 import io
-import json
 import math
 import re
+import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts, parse_json, parse_json_at
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.multilabel import encode_label_set, label_set
 
@@ -46,8 +53,15 @@ TEXT_FIELD = "text"
 PAIR_FIELD = "text_pair"
 LABELLED_FORMATS = (".csv", ".tsv", ".jsonl", ".json", ".parquet")
 UNLABELLED_FORMATS = (*LABELLED_FORMATS, ".txt")
-# How pandas writes a missing value when a frame is turned into text: never a real label.
-_MISSING_TEXTS = frozenset({"nan", "<na>"})
+# Missing values written as text, never a real label: what pandas reads as missing by default (its
+# ``na_values``, spelled as pandas spells them), and "nan" and "<NA>" in any case, as pandas writes them.
+_MISSING_TEXTS = frozenset({"#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                            "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+_MISSING_ANY_CASE = frozenset({"nan", "<na>"})
+# A label column with more classes than this, most of them with a single example, is no label column (an id or
+# a text column): refused before a head of that many classes is fitted for minutes. More classes than this
+# with several examples each get a warning.
+MANY_CLASSES = 1000
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
@@ -124,7 +138,8 @@ def read_labelled_file(path: str | Path, columns: FileColumns, *, labelled: bool
         rows = _json_rows(path, wanted)
     else:
         rows = _delimited_rows(path, "\t" if suffix == ".tsv" else ",", wanted)
-    examples = [_example(row, columns, labelled) for row in rows]
+    kinds: dict[str, tuple[str, str]] = {}
+    examples = [_example(row, columns, labelled, kinds) for row in rows]
     if not examples:
         raise UserError(f"{path}: the file holds no rows")
     return examples
@@ -132,16 +147,24 @@ def read_labelled_file(path: str | Path, columns: FileColumns, *, labelled: bool
 
 def collect_labels(examples: Sequence[Example], *, multi_label: bool = False, where: str = "") -> tuple[str, ...]:
     """The classes of a training set, sorted by code point; fewer than two is an error naming ``where``."""
-    found: set[str] = set()
+    counts: Counter[str] = Counter()
     for example in examples:
         if example.label is None:
             raise UserError(f"{example.source or 'input'}: unlabelled example in training data")
-        found.update(label_set(example) if multi_label else (example.label,))
-    if len(found) < 2:
-        holds = f"only the class {next(iter(found))!r}" if found else "no class at all"
-        raise UserError(f"{where or 'the training data'}: the labels hold {holds}; a classifier needs at "
-                        f"least 2 classes")
-    return tuple(sorted(found))
+        counts.update(label_set(example) if multi_label else (example.label,))
+    where = where or "the training data"
+    if len(counts) < 2:
+        holds = f"only the class {next(iter(counts))!r}" if counts else "no class at all"
+        raise UserError(f"{where}: the labels hold {holds}; a classifier needs at least 2 classes")
+    if len(counts) > MANY_CLASSES:
+        single = sum(1 for count in counts.values() if count == 1)
+        if single > len(counts) / 2:
+            raise UserError(f"{where}: the labels hold {len(counts)} classes, {single} of them with a single "
+                            f"example: this looks like an id or text column, not labels (more than {MANY_CLASSES} "
+                            f"classes, most of them single, are refused); name the label column")
+        print(f"infoprompt: warning: {where}: {len(counts)} classes; a head of that many takes long to fit",
+              file=sys.stderr)
+    return tuple(sorted(counts))
 
 
 def check_eval_labels(train_labels: Sequence[str], eval_examples: Sequence[Example], *,
@@ -161,10 +184,12 @@ def check_eval_labels(train_labels: Sequence[str], eval_examples: Sequence[Examp
 
 # -- rows to examples -----------------------------------------------------------------------------------------
 
-def _example(row: _Row, columns: FileColumns, labelled: bool) -> Example:
-    fields = {name: _text_cell(row, column) for name, column in columns.field_columns().items()}
-    label = _label_cell(row, columns) if labelled else None
-    return Example(fields=fields, label=label, source=row.where)
+def _example(row: _Row, columns: FileColumns, labelled: bool, kinds: dict[str, tuple[str, str]]) -> Example:
+    named = columns.field_columns()
+    # The gate names the file's own columns (what the user sees), not the task's field names.
+    texts = check_texts({column: _scalar(row, column, _cell(row, column)) for column in named.values()}, row.where)
+    label = _label_cell(row, columns, kinds) if labelled else None
+    return Example(fields={name: texts[column] for name, column in named.items()}, label=label, source=row.where)
 
 
 def _cell(row: _Row, column: str) -> object:
@@ -180,37 +205,26 @@ def _missing_column(where: str, column: str, present: Sequence[str], hint: str =
     return UserError(f"{where}: no column {column!r}; columns present: {names}{hint}")
 
 
-def _text_cell(row: _Row, column: str) -> str:
-    value = _scalar(row, column, _cell(row, column))
-    if value is None or not value.strip():
-        raise UserError(f"{row.where}: column {column!r}: empty text")
-    return value
-
-
-def _label_cell(row: _Row, columns: FileColumns) -> str:
+def _label_cell(row: _Row, columns: FileColumns, kinds: dict[str, tuple[str, str]]) -> str:
     column = columns.label_column
     value = _cell(row, column)
     if columns.multi_label:
-        return encode_label_set(_label_list(row, column, value, columns.label_separator))
+        return encode_label_set(_label_list(row, column, value, columns.label_separator, kinds))
     if isinstance(value, list | tuple):
         raise UserError(f"{row.where}: column {column!r}: the label cell holds a list {value!r}; "
                         f"multi-label data needs the multi-label option")
-    return _one_label(row, column, value)
+    return _one_label(row, column, value, kinds)
 
 
-def _label_list(row: _Row, column: str, value: object, separator: str) -> list[str]:
+def _label_list(row: _Row, column: str, value: object, separator: str, kinds: dict[str, tuple[str, str]]) -> list[str]:
     """The labels of a multi-label cell: a list, a JSON list in text, or names joined by ``separator``."""
     if isinstance(value, str) and value.strip().startswith("["):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{row.where}: column {column!r}: the label cell {value!r} starts like a JSON list "
-                            f"but is not valid JSON ({error.msg})") from None
+        value = parse_json(value, f"{row.where}: column {column!r}: the label cell, which starts like a JSON list,")
         if not isinstance(value, list):
             raise UserError(f"{row.where}: column {column!r}: expected a JSON list of labels, got {value!r}")
     if isinstance(value, list | tuple):
-        return [_one_label(row, column, item, in_list=True) for item in value]
-    text = _one_label(row, column, value)
+        return [_one_label(row, column, item, kinds, in_list=True) for item in value]
+    text = _one_label(row, column, value, kinds)
     parts = [part.strip() for part in text.split(separator)]
     if not all(parts):
         raise UserError(f"{row.where}: column {column!r}: the label cell {text!r} holds an empty label "
@@ -218,17 +232,28 @@ def _label_list(row: _Row, column: str, value: object, separator: str) -> list[s
     return parts
 
 
-def _one_label(row: _Row, column: str, value: object, in_list: bool = False) -> str:
+def _one_label(row: _Row, column: str, value: object, kinds: dict[str, tuple[str, str]],
+               in_list: bool = False) -> str:
     if isinstance(value, list | tuple | dict):
         raise UserError(f"{row.where}: column {column!r}: a label must be a name, got {value!r}")
     text = _scalar(row, column, value)
     what = "a label in the list" if in_list else "label"
     if text is None or not text.strip():
         raise UserError(f"{row.where}: column {column!r}: {what} is blank or missing (NaN/null)")
-    if text.strip().lower() in _MISSING_TEXTS and isinstance(value, str):
-        raise UserError(f"{row.where}: column {column!r}: {what} is {text.strip()!r}, a missing value as "
-                        f"pandas writes it")
-    return text.strip()
+    name = text.strip()
+    if isinstance(value, str) and (name in _MISSING_TEXTS or name.lower() in _MISSING_ANY_CASE):
+        raise UserError(f"{row.where}: column {column!r}: {what} is {name!r}, which marks a missing value (as "
+                        f"pandas reads it); fill it in or drop the row")
+    kind = _KIND_NAMES.get(type(value), type(value).__name__)
+    first_kind, first_where = kinds.setdefault(name, (kind, row.where))
+    if first_kind != kind:
+        raise UserError(f"{row.where}: column {column!r}: label {value!r} is {kind}, but at {first_where} the label "
+                        f"{name!r} is {first_kind}; both read as the class {name!r}: write every label the same way "
+                        f"(all as text, or all as numbers)")
+    return name
+
+
+_KIND_NAMES = {str: "text", int: "a number", float: "a number", bool: "a boolean"}
 
 
 def _scalar(row: _Row, column: str, value: object) -> str | None:
@@ -324,11 +349,7 @@ def _json_lines(path: Path, text: str) -> Iterator[tuple[str, dict[str, object]]
     for number, line in enumerate(_TEXT_LINE_BREAK.split(text), 1):
         if line.strip():
             where = f"{path}:{number}"
-            try:
-                record = json.loads(line, object_pairs_hook=_unique_keys(where))
-            except json.JSONDecodeError as error:
-                raise UserError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
-            yield where, _object(record, where)
+            yield where, _object(parse_json(line, where, object_pairs_hook=_unique_keys(where)), where)
 
 
 def _json_array(path: Path, text: str) -> Iterator[tuple[str, dict[str, object]]]:
@@ -337,10 +358,7 @@ def _json_array(path: Path, text: str) -> Iterator[tuple[str, dict[str, object]]
     position = _skip_space(text, text.index("[") + 1)
     while not text.startswith("]", position):
         where = f"{path}:{lines.at(position)}"
-        try:
-            record, position = json.JSONDecoder(object_pairs_hook=_unique_keys(where)).raw_decode(text, position)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+        record, position = parse_json_at(text, position, where, _unique_keys(where))
         yield where, _object(record, where)
         position = _skip_space(text, position)
         if text.startswith(",", position):

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts
 from infoprompt.io_utils import read_lines
 from infoprompt.tasks.base import Example, TaskSpec
-from infoprompt.validation import is_blank
 
 SINGLE_TEMPLATE = "<cls> <p> {sentence} <p> <mask> <p> <sep>"
 PAIR_TEMPLATE = "<cls> <p> {sentence1} <p> <mask> <p> {sentence2} <p> <sep>"
@@ -52,10 +52,7 @@ def read_tsv(
             label = label_names[raw_label]
         else:
             label = raw_label
-        fields = {name: cells[index].strip() for name, index in columns.items()}
-        empty = [name for name, text in fields.items() if is_blank(text)]
-        if empty:
-            raise UserError(f"{path}:{line_number}: empty text field(s) {', '.join(empty)}")
+        fields = check_texts({name: cells[index].strip() for name, index in columns.items()}, f"{path}:{line_number}")
         examples.append(Example(fields=fields, label=label, source=f"{path}:{line_number}"))
     return examples
 

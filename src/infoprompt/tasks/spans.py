@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from infoprompt.errors import UserError
+from infoprompt.gate import parse_json
 from infoprompt.io_utils import read_lines
 
 # Entity markers of the relation templates (punctuation, so every tokenizer has them as plain tokens).
@@ -20,12 +20,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
         if not line.strip():
             continue
         where = f"{path}:{line_number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{where}: not valid JSON ({error.msg})") from None
-        except RecursionError:
-            raise UserError(f"{where}: JSON nested too deeply") from None
+        record = parse_json(line, where)
         if not isinstance(record, dict):
             raise UserError(f"{where}: expected a JSON object, found {type(record).__name__}")
         yield where, record

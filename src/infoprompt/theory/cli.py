@@ -76,19 +76,36 @@ def add_newton_command(subparsers: argparse._SubParsersAction) -> argparse.Argum
     return parser
 
 
+NPZ_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
+NPY_MAGIC = b"\x93NUM"  # a single array (numpy.save)
+
+
+def _no_pickle_hint(error: BaseException) -> str:
+    """numpy's message, unless it is the one that suggests loading pickles (which could run code)."""
+    text = str(error)
+    return "it holds pickled Python objects, which are never loaded: they could run code" if "pickle" in text else text
+
+
 def load_instance(path: str) -> SoftmaxRegressionProblem:
     """Read arrays A, b, w from an .npz; failures are one-line ``UserError``s naming the file and field."""
     file = Path(path)
     if not file.is_file():
         raise UserError(f"{path}: no such file")
     try:
+        with file.open("rb") as handle:
+            magic = handle.read(len(NPZ_MAGIC))
+    except OSError as error:
+        raise UserError(f"cannot read {path}: {error.strerror}") from None
+    if magic == NPY_MAGIC:
+        raise UserError(f"{path}: expected an .npz archive with arrays {', '.join(REQUIRED_ARRAYS)}, got one array")
+    if magic != NPZ_MAGIC:
+        # numpy would read any other file as a pickle and suggest allowing pickles: never the remedy here.
+        raise UserError(f"{path}: not a readable .npz archive (a zip file of .npy arrays, as numpy.savez writes; "
+                        f"this one starts with {magic!r})")
+    try:
         archive = np.load(file, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise UserError(f"{path}: not a readable .npz archive ({error})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise UserError(
-            f"{path}: expected an .npz archive with arrays {', '.join(REQUIRED_ARRAYS)}, got one array"
-        )
+        raise UserError(f"{path}: not a readable .npz archive ({_no_pickle_hint(error)})") from None
     with archive:
         missing = [name for name in REQUIRED_ARRAYS if name not in archive.files]
         if missing:
@@ -97,8 +114,8 @@ def load_instance(path: str) -> SoftmaxRegressionProblem:
         for name in REQUIRED_ARRAYS:
             try:
                 arrays[name] = np.asarray(archive[name], dtype=np.float64)
-            except (TypeError, ValueError) as error:
-                raise UserError(f"{path}: field '{name}' is not numeric ({error})") from None
+            except (TypeError, ValueError, OSError, zipfile.BadZipFile) as error:
+                raise UserError(f"{path}: field '{name}' is not numeric ({_no_pickle_hint(error)})") from None
     A, b, w = arrays["A"], arrays["b"], arrays["w"]
     if A.ndim != 2 or 0 in A.shape:
         raise UserError(f"{path}: field 'A' must be a non-empty n x d matrix, got shape {A.shape}")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from infoprompt.errors import UserError
+from infoprompt.gate import check_texts
 from infoprompt.tasks import Example, is_multi_label, label_set
 from infoprompt.templates import CHARS_PER_TOKEN, CUT_POLICIES, Batch, EncodedPair, clip_characters, collate
 from infoprompt.training.config import TrainConfig
@@ -35,6 +36,10 @@ class EncodedSet:
 
 
 def encode_examples(model: Adapter, examples: Sequence[Example]) -> EncodedSet:
+    """``examples`` tokenised for ``model``, with their label indices when every example has a label. Every text
+    passes the gate here too, so examples built in Python (not read by a reader) meet the same checks."""
+    for index, example in enumerate(examples):
+        check_texts(example.fields, example.source or f"input {index + 1}", every_field=False)
     fields = [clipped_fields(model, example) for example in examples]
     pairs = model.template_encoder.encode_many(fields, [e.source for e in examples])
     if all(e.label is not None for e in examples):

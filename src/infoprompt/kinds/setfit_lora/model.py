@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import replaced_directory
 from infoprompt.kinds.config import ClassifierConfig, read_weights
-from infoprompt.kinds.lora_layers import LAYER_SETS, lora_encoder
+from infoprompt.kinds.lora_layers import LAYER_SETS, lora_config, with_lora
 from infoprompt.kinds.setfit import (
     HEAD_ATTRIBUTES,
     HEAD_FILE,
@@ -25,11 +26,11 @@ from infoprompt.kinds.setfit import (
     require_setfit,
 )
 from infoprompt.kinds.setfit_lora.options import SetFitLoraOptions
+from infoprompt.validation import check_lora_config
 
 SETTINGS_NAME = "setfit_lora_config.json"
 PEFT_DIR = "peft"  # the LoRA weights in peft's own layout
 PEFT_WEIGHTS_NAME = "adapter_model.safetensors"
-LORA_DROPOUT = 0.0  # dropout on LoRA's input while training
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class SetFitLoraClassifier(SetFitClassifier):
     """SetFit whose body is the shared backbone with LoRA adapters: only the LoRA weights (and the head) are
     the adapter's; the backbone's own weights are shared, never copied or changed."""
 
+    settings_type: type = SetFitLoraSettings  # what ``load`` reads the saved settings as
+
     def default_settings(self) -> SetFitLoraSettings:
         """setfit-lora's defaults with the adapter's options (``--pair-iterations``, ``--lora-*``, ...)."""
         options: SetFitLoraOptions = self.options
@@ -83,13 +86,16 @@ class SetFitLoraClassifier(SetFitClassifier):
 
     def _make_body(self, backbone: Backbone) -> Any:
         body = build_body(backbone, self.config.max_length, copy_weights=False)
-        options: SetFitLoraOptions = self.options
         with torch.random.fork_rng():
             torch.manual_seed(self.config.init_seed)  # LoRA's A matrices start random, B at zero
-            # What the Transformer module runs (auto_model reads it).
-            body[0].model = lora_encoder(backbone.model, options.lora_rank, options.lora_alpha,
-                                         options.lora_targets or (), options.lora_layers, LORA_DROPOUT)
+            body[0].model = with_lora(backbone.model, self.lora_config)  # what the Transformer module runs
         return body
+
+    def lora_config(self, encoder: nn.Module) -> Any:
+        """peft's ``LoraConfig`` of this adapter's LoRA in ``encoder`` (from its settings)."""
+        settings = self.settings
+        return lora_config(encoder, settings.rank, settings.alpha, settings.targets, settings.layers,
+                           settings.lora_dropout)
 
     @property
     def lora_model(self) -> Any:
@@ -126,11 +132,13 @@ class SetFitLoraClassifier(SetFitClassifier):
         from peft import set_peft_model_state_dict
 
         require_setfit()
-        settings, fitted = read_settings(directory / SETTINGS_NAME, SetFitLoraSettings)
+        settings, fitted = read_settings(directory / SETTINGS_NAME, cls.settings_type)
         model = cls(backbone, config, settings)
         if not (directory / PEFT_DIR).is_dir():
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
         lora = read_weights(directory / PEFT_DIR, model.lora_state(), name=PEFT_WEIGHTS_NAME)
+        check_lora_config(directory / PEFT_DIR, model.lora_model.peft_config["default"].to_dict(),
+                          [config.backbone, backbone.model.name_or_path or config.backbone])
         set_peft_model_state_dict(model.lora_model, lora)
         head = read_weights(directory, model.saved_state())
         model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})

@@ -1,0 +1,133 @@
+"""How many torch CPU threads a process runs with: the CPUs it may use, shared among its sibling workers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Where a thread count came from, as run records name it.
+FROM_FLAG = "--threads"
+FROM_OMP = "OMP_NUM_THREADS"
+FROM_QUOTA = "cgroup-quota"
+FROM_AFFINITY = "affinity"
+FROM_LOKY = "LOKY_MAX_CPU_COUNT"
+FROM_CPU_COUNT = "cpu-count"
+FROM_WORKERS = "cpus/workers"
+FROM_CAP = "cap"  # a command's own upper bound (serve's 4)
+FROM_TORCH = "torch"  # torch's own count (physical cores), or one the calling program set with torch.set_num_threads
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """A thread count, where it came from (one of the ``FROM_*`` names) and the CPUs this process may use."""
+
+    threads: int
+    source: str
+    cpus: int
+
+    def record(self) -> dict[str, object]:
+        """The fields a run record carries."""
+        return {"threads": self.threads, "threads_from": self.source, "cpus": self.cpus}
+
+
+def usable_cpus() -> tuple[int, str]:
+    """The CPUs this process may use and what limits them to that many.
+
+    ``joblib.cpu_count()`` reads the affinity mask, the cgroup CPU quota (v2 ``cpu.max`` or v1
+    ``cpu.cfs_quota_us``, rounded up to whole CPUs) and ``LOKY_MAX_CPU_COUNT``, and gives the smallest. It reads
+    the quota at the root of the cgroup file system, which is the container's own cgroup in Docker or Kubernetes,
+    but not a sub-group such as a ``systemd-run -p CPUQuota=`` scope on a host.
+    """
+    import joblib
+
+    cpus = joblib.cpu_count()
+    machine = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity masks on this platform (macOS, Windows)
+        affinity = machine
+    if cpus < min(affinity, machine):
+        return cpus, FROM_LOKY if os.environ.get(FROM_LOKY) == str(cpus) else FROM_QUOTA
+    if affinity < machine:
+        return cpus, FROM_AFFINITY
+    return cpus, FROM_CPU_COUNT
+
+
+def omp_threads(environ: Mapping[str, str]) -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` asks for (its first level, ``"4,2"`` -> 4); ``None`` when it is unset
+    or not a positive integer (torch warns about such a value itself)."""
+    first = environ.get(FROM_OMP, "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
+def choose_threads(threads: int | None = None, *, workers: int = 1, cpus_per_worker: int | None = None,
+                   at_most: int | None = None, ceiling: int | None = None,
+                   environ: Mapping[str, str] | None = None) -> ThreadChoice:
+    """The torch thread count for this process.
+
+    In order: ``threads`` (the user's ``--threads``); ``OMP_NUM_THREADS`` from ``environ`` (default
+    ``os.environ``); ``cpus_per_worker`` (a Ray cell's CPU request), at most the CPUs this process may use;
+    else those CPUs (:func:`usable_cpus`) divided among ``workers`` processes sharing them, at most ``at_most``
+    and at most ``ceiling`` (torch's own count: on a machine with SMT it counts physical cores, which suit
+    matrix products better than all logical ones).
+    """
+    cpus, limit = usable_cpus()
+    if threads is not None:
+        return ThreadChoice(threads, FROM_FLAG, cpus)
+    from_environment = omp_threads(os.environ if environ is None else environ)
+    if from_environment is not None:
+        return ThreadChoice(from_environment, FROM_OMP, cpus)
+    if cpus_per_worker is not None:
+        return ThreadChoice(max(1, min(cpus, cpus_per_worker)), FROM_WORKERS, cpus)
+    share = max(1, cpus // max(1, workers))
+    if ceiling is not None and ceiling < share:
+        share, limit = ceiling, FROM_TORCH
+    elif workers > 1:
+        limit = FROM_WORKERS
+    if at_most is not None and at_most < share:
+        return ThreadChoice(at_most, FROM_CAP, cpus)
+    return ThreadChoice(share, limit, cpus)
+
+
+# torch's count before infoprompt first set one (its own default, or what the calling program chose), and the
+# choice infoprompt last applied: torch's count is one per process, so these are too.
+_torch_start: int | None = None
+_applied: ThreadChoice | None = None
+
+
+def use_threads(threads: int | None = None, *, workers: int = 1, cpus_per_worker: int | None = None,
+                at_most: int | None = None, environ: Mapping[str, str] | None = None) -> ThreadChoice:
+    """Set torch's thread counts as :func:`choose_threads` says, before any heavy work, and return the choice.
+
+    Without ``threads``, a program that set torch's count itself keeps it: the default never exceeds the count
+    torch had when this was first called, and a count changed since the last call is left as it is. The
+    inter-op pool gets the same count where torch still allows it (once per process, before parallel work).
+    """
+    import torch
+
+    global _torch_start, _applied
+    current = torch.get_num_threads()
+    if _torch_start is None:
+        _torch_start = current
+    if threads is None and _applied is not None and current != _applied.threads:
+        choice = ThreadChoice(current, FROM_TORCH, usable_cpus()[0])
+    else:
+        choice = choose_threads(threads, workers=workers, cpus_per_worker=cpus_per_worker, at_most=at_most,
+                                ceiling=_torch_start, environ=environ)
+    torch.set_num_threads(choice.threads)
+    with contextlib.suppress(RuntimeError):  # set once already, or inter-op work has started: the pool stays
+        torch.set_num_interop_threads(choice.threads)
+    _applied = choice
+    return choice
+
+
+def thread_record() -> dict[str, object]:
+    """``threads``, ``threads_from`` and ``cpus`` of this process now, for a run record."""
+    import torch
+
+    current = torch.get_num_threads()
+    if _applied is not None and _applied.threads == current:
+        return _applied.record()
+    return ThreadChoice(current, FROM_TORCH, usable_cpus()[0]).record()
