@@ -7,7 +7,8 @@ from the task's training split (disjoint), so design choices never see dev or te
 
 Each variant is ``name=method`` or ``name=method:{json}`` with ``classifier`` / ``training`` overrides, and for
 kinds whose model takes settings (setfit, setfit-lora, top-lora) ``settings`` overrides of those, e.g.
-``'k2=top-lora:{"settings": {"top_layers": 2}}'``.
+``'k2=top-lora:{"settings": {"top_layers": 2}}'``; a kind's options go under ``classifier`` (the same run:
+``{"classifier": {"top_layers": 2}}``; LoRA's rank is the setting ``rank`` and the option ``lora_rank``).
 Prints one row per variant: the mean primary metric over seeds, each seed's value and the seconds per run.
 
 ``--refit-head-c 1 10`` also scores SetFit-kind variants (setfit, setfit-lora) with their trained body and the

@@ -273,7 +273,7 @@ def whole_run(method: str, args: argparse.Namespace, backbone: Any, sample: Sequ
            "selection_s": result.timings.get("selection_s") if result.selection is not None else None,
            "train_s": result.timings["train_s"], "final_eval_s": result.timings["final_eval_s"],
            "metrics": result.metrics, "n_eval": result.n_eval,
-           "what": run_description(method, args, result, getattr(model, "settings", None))}
+           "what": run_description(method, args, result, model)}
     if pairs:
         schedule = setfit_schedule(model.settings, len(sample))
         body = timer.seconds
@@ -283,11 +283,12 @@ def whole_run(method: str, args: argparse.Namespace, backbone: Any, sample: Sequ
     return model, run
 
 
-def run_description(method: str, args: argparse.Namespace, result: Any, settings: Any = None) -> str:
+def run_description(method: str, args: argparse.Namespace, result: Any, model: Any) -> str:
     if step_kind(method) == "none":
         return "logistic regression on frozen features"
     if step_kind(method) == "cached":
         picked = f", {result.selection['epochs']} picked on held-out shots, refit" if result.selection else ""
+        settings = model.settings
         return (f"≤ {settings.epochs} epochs{picked}, top {settings.top_layers} blocks from cached states "
                 f"({result.steps} steps, not scaled)")
     if result.selection is not None:

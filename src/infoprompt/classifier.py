@@ -71,7 +71,9 @@ class Classifier:
         self.backbone = backbone
         self.seed = int(options.pop("seed", 1))
         self.model_options = {name: value for name, value in options.items() if name in model_fields}
-        self.train_options = {"progress": False, **{k: v for k, v in options.items() if k in train_fields}}
+        # A training field that is also an option of the kind (top-lora's epochs) is the option.
+        self.train_options = {"progress": False, **{k: v for k, v in options.items()
+                                                    if k in train_fields and k not in model_fields}}
         TrainConfig(seed=self.seed, **self.train_options)  # bad values fail here, not at fit
         self.model_: Any = None
         self.classes_: list[Hashable] = []

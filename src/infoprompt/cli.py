@@ -19,6 +19,7 @@ from infoprompt.options import (
     COUNT,
     POSITIVE,
     OneLineParser,
+    Option,
     add_config_options,
     add_flags,
     command_line_fields,
@@ -48,12 +49,34 @@ def method_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def kind_flags() -> dict[str, tuple[object, tuple[str, ...]]]:
+def training_flag_names() -> set[str]:
+    from infoprompt.training.config import TrainConfig
+
+    return {name for name, _ in command_line_fields(TrainConfig)}
+
+
+def kind_flags() -> dict[str, tuple[Option, tuple[str, ...]]]:
     """The flags of every registered kind's options, one per option name, with the kinds that have it (importing
-    the registry loads the model code, which every command that builds a parser needs anyway)."""
+    the registry loads the model code, which every command that builds a parser needs anyway); an option named as
+    a training flag has none of its own: that flag sets it (``--epochs``, top-lora's own epoch count)."""
     from infoprompt.kinds.registry import KINDS
 
-    return merged_flags((kind.name, kind.options) for kind in KINDS.values())
+    training = training_flag_names()
+    merged = merged_flags((kind.name, kind.options) for kind in KINDS.values())
+    return {name: entry for name, entry in merged.items() if name not in training}
+
+
+def training_flags() -> list[tuple[str, Option]]:
+    """The flags of the training config; one that names an option of some kinds adds that option's help."""
+    from infoprompt.kinds.registry import KINDS
+    from infoprompt.training.config import TrainConfig
+
+    notes: dict[str, list[str]] = {}
+    for kind in KINDS.values():
+        for name, spec in command_line_fields(kind.options):
+            notes.setdefault(name, []).append(f"[{kind.name}] {spec.help}")
+    return [(name, dataclasses.replace(spec, help="; ".join([str(spec.help), *notes[name]])) if name in notes else spec)
+            for name, spec in command_line_fields(TrainConfig)]
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -65,10 +88,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
-    from infoprompt.training.config import TrainConfig
-
-    group = parser.add_argument_group("training (what the method's kind reads; the others are refused)")
-    add_config_options(group, TrainConfig)
+    group = parser.add_argument_group("training (what the method's kind reads; the others are refused; a flag that "
+                                      "names an option of the method's kind sets that option)")
+    add_flags(group, training_flags())
     add_device_options(group)
 
 
@@ -80,9 +102,22 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                         help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
 
 
+def kind_training_flags(args: argparse.Namespace) -> set[str]:
+    """The training flags that set an option of the method's kind rather than the training config (top-lora's
+    ``--epochs``: its own epoch count)."""
+    from infoprompt.kinds import kind_of
+
+    return training_flag_names() & set(kind_of(args.method).own_options())
+
+
 def kind_options(args: argparse.Namespace) -> dict[str, object]:
-    """The kind options the command line set (``--n-prompts`` included)."""
-    return flag_values(args, [(name, spec) for name, (spec, _) in kind_flags().items()])
+    """The kind options the command line set (``--n-prompts`` included, and the training flags that set an option
+    of the method's kind)."""
+    from infoprompt.training.config import TrainConfig
+
+    routed = kind_training_flags(args)
+    given = {name: value for name, value in config_overrides(args, TrainConfig).items() if name in routed}
+    return {**flag_values(args, [(name, spec) for name, (spec, _) in kind_flags().items()]), **given}
 
 
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -94,9 +129,11 @@ def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def training_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The training config fields the command line set (less those that set an option of the method's kind)."""
     from infoprompt.training.config import TrainConfig
 
-    return config_overrides(args, TrainConfig)
+    routed = kind_training_flags(args)
+    return {name: value for name, value in config_overrides(args, TrainConfig).items() if name not in routed}
 
 
 def training_config(args: argparse.Namespace, seed: int):
@@ -114,14 +151,15 @@ def refuse_foreign_flags(args: argparse.Namespace) -> None:
 
     kind = kind_of(args.method)
     flags = {name: spec for name, (spec, _) in kind_flags().items()}
-    foreign = [flags[name].flag(name) for name in kind_options(args) if name not in kind.own_options()]
     training = dict(command_line_fields(TrainConfig))
+    flags.update({name: training[name] for name in kind_training_flags(args)})
+    foreign = [flags[name].flag(name) for name in kind_options(args) if name not in kind.own_options()]
     unread = [training[name].flag(name) for name in training_overrides(args)
               if name not in COMMON_TRAINING and name not in kind.training_options]
     if not foreign and not unread:
         return
     own = [flags[name].flag(name) for name in kind.own_options() if name in flags]
-    read = [spec.flag(name) for name, spec in training.items() if name in kind.training_options]
+    read = [spec.flag(name) for name, spec in training.items() if name in kind.training_options and name not in flags]
     raise UserError(f"{', '.join(foreign + unread)}: not an option of method {args.method} (kind {kind.name}); its "
                     f"options: {', '.join(own + read) or 'none'}")
 

@@ -97,6 +97,18 @@ def fraction(value: Any, name: str) -> float:
     return float(value)
 
 
+def proportion(value: Any, name: str) -> float:
+    """A share from 0 up to but not including 1 (a dropout rate, a warm-up share of the steps)."""
+    if not finite_number(value, name) < 1:
+        raise UserError(f"{name} must be at least 0 and below 1, got {value}")
+    return float(value)
+
+
+def at_least_two(value: Any, name: str) -> int:
+    """A count of at least 2 (texts per batch of an objective that scores pairs within it)."""
+    return _integer(value, name, 2, "an integer >= 2")
+
+
 def token_budget(value: Any, name: str) -> int:
     """A positive token count no larger than :data:`MAX_LENGTH_LIMIT` (the backbone's own limit is checked when
     it loads)."""
@@ -243,7 +255,7 @@ def check_peft_adapter(peft_dir: Any, n_prompts: int, hidden_size: int) -> None:
 # The keys of a LoRA adapter's peft config that decide what its weights mean: a saved config that differs from the
 # model the weights were loaded into would load differently (or not at all) in peft itself.
 LORA_CONFIG_KEYS = ("peft_type", "r", "lora_alpha", "target_modules", "bias", "use_dora", "use_rslora",
-                    "rank_pattern", "alpha_pattern", "modules_to_save")
+                    "rank_pattern", "alpha_pattern", "modules_to_save", "layers_to_transform", "layers_pattern")
 
 
 def check_lora_config(peft_dir: Any, built: Mapping[str, Any], backbone_names: typing.Sequence[str]) -> None:

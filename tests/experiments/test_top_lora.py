@@ -3,6 +3,7 @@ computes what the whole encoder computes, the losses are what they claim, and th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -15,6 +16,7 @@ pytest.importorskip("setfit", reason="the setfit extra is not installed: pip ins
 from infoprompt.backbones import load_backbone  # noqa: E402
 from infoprompt.errors import UserError  # noqa: E402
 from infoprompt.kinds import load_adapter, make_classifier, train  # noqa: E402
+from infoprompt.kinds.setfit import HEAD_C_GRID  # noqa: E402
 from infoprompt.kinds.top_lora import TopLoraClassifier, TopLoraSettings  # noqa: E402
 from infoprompt.kinds.top_lora.blocks import SplitEncoder  # noqa: E402
 from infoprompt.kinds.top_lora.fit import epoch_batches  # noqa: E402
@@ -32,8 +34,6 @@ def examples(toy_task, split="train"):
 def model_with(backbone, toy_task, **settings_overrides):
     model = make_classifier(backbone, toy_task[0], "top-lora", seed=3, max_length=32)
     if settings_overrides:
-        import dataclasses
-
         model = TopLoraClassifier(backbone, model.config, dataclasses.replace(model.settings, **settings_overrides))
     return model
 
@@ -136,9 +136,9 @@ def test_holdout_selection_is_recorded_and_deterministic(toy_task, tiny_bert_dir
 def test_bad_top_lora_settings_are_one_line_errors(toy_task, bert_backbone):
     with pytest.raises(UserError, match="top_layers must be a positive integer"):
         TopLoraSettings(top_layers=0)
-    with pytest.raises(UserError, match="loss must be one of"):
+    with pytest.raises(UserError, match="unknown loss 'hinge'"):
         TopLoraSettings(loss="hinge")
-    with pytest.raises(UserError, match="batch_size must be at least 2"):
+    with pytest.raises(UserError, match="batch_size must be an integer >= 2"):
         TopLoraSettings(batch_size=1)
     with pytest.raises(UserError, match="from 1 to the encoder's 2 blocks"):
         model_with(bert_backbone, toy_task, top_layers=3)
@@ -146,6 +146,75 @@ def test_bad_top_lora_settings_are_one_line_errors(toy_task, bert_backbone):
     one_class = [e for e in examples(toy_task) if e.label == "positive"]
     with pytest.raises(UserError, match="at least two classes"):
         train(model, one_class, None, TrainConfig(progress=False))
+
+
+def test_the_options_give_the_settings_and_every_setting_is_an_option(toy_task, bert_backbone):
+    model = make_classifier(bert_backbone, toy_task[0], "top-lora", seed=3, max_length=32, top_layers=1, loss="pairs",
+                            epochs=3, batch_size=4, lora_rank=4, lora_targets=["query"], max_steps=7,
+                            select_head_c=True, head_balanced=True)
+    settings = model.settings
+    assert (settings.top_layers, settings.loss, settings.epochs, settings.batch_size, settings.rank) == (1, "pairs", 3, 4, 4)
+    assert settings.targets == ("query",) and settings.max_steps == 7 and settings.head_balanced
+    assert settings.head_c_choices == HEAD_C_GRID
+    assert TopLoraSettings.from_options(settings.as_options(), 1) == dataclasses.replace(settings, head_c_choices=())
+    defaults = make_classifier(bert_backbone, toy_task[0], "top-lora", max_length=32)
+    assert defaults.settings == TopLoraSettings(top_layers=2)  # every default as before, k = min(4, its 2 blocks)
+    assert defaults.config.options.top_layers == 2  # the options record the k it has
+    with pytest.raises(UserError, match=r"method top-lora \(kind top-lora\) has no option pair_iterations"):
+        make_classifier(bert_backbone, toy_task[0], "top-lora", pair_iterations=4)
+
+
+def train_cli(toy_task, tiny_bert_dir, out, *extra):
+    from infoprompt.cli import main
+
+    return main(["train", "--task", toy_task[0], "--data-dir", str(toy_task[1]), "--backbone", str(tiny_bert_dir),
+                 "--method", "top-lora", "--shots", "8", "--max-length", "32", "--quiet", "--out", str(out), *extra])
+
+
+def test_the_command_line_sets_the_kinds_options_and_its_epochs_and_batch_size(toy_task, tiny_bert_dir, tmp_path):
+    out = tmp_path / "run"
+    assert train_cli(toy_task, tiny_bert_dir, out, "--top-layers", "1", "--loss", "pairs", "--epochs", "2",
+                     "--batch-size", "4", "--lora-rank", "4", "--head-balanced", "--select", "holdout",
+                     "--check-every", "1", "--patience", "0") == 0
+    options = json.loads((out / "metrics.json").read_text())["classifier"]["options"]
+    assert (options["top_layers"], options["loss"], options["epochs"], options["batch_size"]) == (1, "pairs", 2, 4)
+    assert options["select"] == "holdout" and options["head_balanced"] and options["lora_rank"] == 4
+    settings = json.loads((out / "setfit_lora_config.json").read_text())["settings"]
+    assert (settings["epochs"], settings["batch_size"], settings["rank"], settings["select"]) == (2, 4, 4, "holdout")
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    candidates = next(r for r in log if r["type"] == "selection")["candidates"]
+    assert [c["epoch"] for c in candidates] == [0, 1, 2]  # --epochs 2 bounds the selection, checked every epoch
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--top-layers", "3"), "top_layers must be an integer from 1 to the encoder's 2 blocks, got 3"),
+    (("--top-layers", "0"), "argument --top-layers: must be a positive integer, got 0"),
+    (("--loss", "hinge"), "argument --loss: invalid choice: 'hinge'"),
+    (("--batch-size", "1"), "batch_size must be an integer >= 2, got 1"),
+    (("--pair-iterations", "4"), "--pair-iterations: not an option of method top-lora (kind top-lora)"),
+    (("--weight-decay", "0.1"), "--weight-decay: not an option of method top-lora (kind top-lora)"),
+])
+def test_bad_top_lora_flags_are_one_line_errors_that_write_nothing(toy_task, tiny_bert_dir, tmp_path, capsys, flags,
+                                                                      message):
+    try:
+        code = train_cli(toy_task, tiny_bert_dir, tmp_path / "run", *flags)
+    except SystemExit as stop:  # argparse's usage errors
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_draw_of_one_class_is_a_one_line_error_that_writes_nothing(tmp_path, tiny_bert_dir, capsys):
+    from infoprompt.cli import main
+
+    rows = tmp_path / "train.tsv"
+    rows.write_text("text\tlabel\na good film\tpos\nnice movie\tpos\ngreat one\tpos\n", encoding="utf-8")
+    code = main(["train", "--train-file", str(rows), "--method", "top-lora", "--backbone", str(tiny_bert_dir),
+                 "--max-length", "16", "--quiet", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "a classifier needs at least 2 classes" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
 
 
 def test_plateau_stops_after_patience_epochs_without_real_improvement():

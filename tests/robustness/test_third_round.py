@@ -469,9 +469,9 @@ def test_the_serve_command_refuses_a_startup_adapter_whose_backbone_is_outside(s
 
 
 # -- half-read files ---------------------------------------------------------------------------------------------
-def lora_adapter(tmp_path: Path, tiny_model_dirs) -> Path:
+def lora_adapter(tmp_path: Path, tiny_model_dirs, kind: str = "setfit-lora") -> Path:
     shutil.copytree(tiny_model_dirs["bert"], tmp_path / "tiny-bert")
-    shutil.copytree(FIXTURES / "setfit-lora", tmp_path / "adapter")
+    shutil.copytree(FIXTURES / kind, tmp_path / "adapter")
     return tmp_path / "adapter"
 
 
@@ -482,19 +482,24 @@ def edit_peft(**changes):
     return edit
 
 
-@pytest.mark.parametrize(("corrupt", "message"), [
-    (edit_peft(r=4), "adapter_config.json: r is 4, but the adapter's weights and settings are those of r=8"),
-    (edit_peft(peft_type="IA3"), "peft_type is 'IA3'"),
-    (edit_peft(lora_alpha=32), "lora_alpha is 32"),
-    (edit_peft(target_modules=["key", "value"]), "target_modules is ['key', 'value']"),
-    (edit_peft(use_dora=True), "use_dora is True"),
-    (edit_peft(base_model_name_or_path="bert-base-uncased"), "base_model_name_or_path is 'bert-base-uncased'"),
-    (lambda peft_dir: (peft_dir / "adapter_config.json").unlink(), "adapter_config.json is missing"),
+@pytest.mark.parametrize(("kind", "corrupt", "message"), [
+    ("setfit-lora", edit_peft(r=4), "adapter_config.json: r is 4, but the adapter's weights and settings are those of r=8"),
+    ("setfit-lora", edit_peft(peft_type="IA3"), "peft_type is 'IA3'"),
+    ("setfit-lora", edit_peft(lora_alpha=32), "lora_alpha is 32"),
+    ("setfit-lora", edit_peft(target_modules=["key", "value"]), "target_modules is ['key', 'value']"),
+    ("setfit-lora", edit_peft(use_dora=True), "use_dora is True"),
+    ("setfit-lora", edit_peft(base_model_name_or_path="bert-base-uncased"), "base_model_name_or_path is 'bert-base-uncased'"),
+    ("setfit-lora", lambda peft_dir: (peft_dir / "adapter_config.json").unlink(), "adapter_config.json is missing"),
+    # top-lora's LoRA sits in the top blocks only: peft's layers_to_transform and layers_pattern say which.
+    ("top-lora", edit_peft(layers_to_transform=[1]), "layers_to_transform is [1]"),
+    ("top-lora", edit_peft(layers_to_transform=None), "layers_to_transform is None"),
+    ("top-lora", edit_peft(layers_pattern="layers"), "layers_pattern is 'layers'"),
+    ("top-lora", edit_peft(r=4), "r is 4"),
 ])
-def test_a_lora_adapters_peft_config_must_describe_its_weights(tmp_path, tiny_model_dirs, monkeypatch, corrupt,
+def test_a_lora_adapters_peft_config_must_describe_its_weights(tmp_path, tiny_model_dirs, monkeypatch, kind, corrupt,
                                                                message):
     pytest.importorskip("setfit")
-    adapter = lora_adapter(tmp_path, tiny_model_dirs)
+    adapter = lora_adapter(tmp_path, tiny_model_dirs, kind)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in.txt").write_text("good film\n")
     assert run_cli("predict", "--adapter", adapter, "--input", tmp_path / "in.txt", "--quiet").code == 0

@@ -2,7 +2,17 @@
 :mod:`infoprompt.kinds.registry` and docs/kinds.md), plus one line here. Build, train and load a model of any kind
 through :mod:`infoprompt.kinds.factory`."""
 
-from infoprompt.kinds import contrastive, lora, peft_prompt, probe, prompt, released, setfit, setfit_lora
+from infoprompt.kinds import (
+    contrastive,
+    lora,
+    peft_prompt,
+    probe,
+    prompt,
+    released,
+    setfit,
+    setfit_lora,
+    top_lora,
+)
 from infoprompt.kinds.factory import build_model, load_adapter, make_classifier, train
 from infoprompt.kinds.registry import (
     KINDS,
@@ -23,6 +33,7 @@ register_kind(setfit_lora.KIND)
 register_kind(released.KIND)
 register_kind(contrastive.KIND)
 register_kind(lora.KIND)
+register_kind(top_lora.KIND)
 
 __all__ = [
     "KINDS",

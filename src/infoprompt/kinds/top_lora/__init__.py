@@ -2,17 +2,18 @@
 objective over the lower blocks' states computed once per text, then a logistic head (SetFit's accuracy at a
 fraction of its passes)."""
 
-from infoprompt.kinds.registry import Kind
+from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import require_setfit
-from infoprompt.kinds.top_lora.fit import fit_top_lora
-from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraMethod, TopLoraSettings
+from infoprompt.kinds.top_lora.fit import TOP_LORA_TRAINING, fit_top_lora
+from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings
+from infoprompt.kinds.top_lora.options import TopLoraOptions
 
-TOP_LORA = TopLoraMethod(
-    "top-lora", None, "none", "cls", 0.0, 0.0, False, 5e-4, kind="top-lora", table_order=15,
-    baselines=("setfit-lora-all", "setfit", "linear-probe"),
+TOP_LORA = Method(
+    "top-lora", TopLoraOptions(), lr=5e-4, table_order=15, baselines=("setfit-lora-all", "setfit", "linear-probe"),
     description="LoRA in the top blocks of the shared encoder, supervised contrastive over every pair of a batch, "
                 "lower blocks computed once per text; + logistic regression")
 
-KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, require=require_setfit, methods=(TOP_LORA,))
+KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
+            training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA,))
 
-__all__ = ["KIND", "TOP_LORA", "TopLoraClassifier", "TopLoraSettings", "fit_top_lora"]
+__all__ = ["KIND", "TOP_LORA", "TopLoraClassifier", "TopLoraOptions", "TopLoraSettings", "fit_top_lora"]

@@ -29,6 +29,10 @@ from infoprompt.training.loop import JsonlLog
 from infoprompt.training.runtime import resolve_device
 from infoprompt.training.selection import holdout_split
 
+# What the fit reads of a TrainConfig besides what every fit reads: --lr and --max-steps override the settings'
+# learning rate and step cap; its epochs and batch size are its own options (set by --epochs and --batch-size).
+TOP_LORA_TRAINING = frozenset({"lr", "max_steps"})
+
 
 def epoch_batches(labels: Sequence[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
     """One epoch's batches of row indices: ⌈n / batch_size⌉ batches, each class shuffled and dealt over them two

@@ -11,27 +11,29 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.kinds.registry import Method, get_method
+from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.kinds.lora_layers import lora_config
 from infoprompt.kinds.setfit import HEAD_C_GRID
-from infoprompt.kinds.setfit_lora import LAYER_SETS, SetFitLoraClassifier, lora_options, lora_targets
+from infoprompt.kinds.setfit_lora import SetFitLoraClassifier
 from infoprompt.kinds.top_lora.blocks import check_top_layers, encoder_blocks
-from infoprompt.kinds.top_lora.losses import LOSSES
-
-SELECTIONS = ("none", "holdout")
-STOPS = ("none", "plateau")
-DEFAULT_TOP_LAYERS = 4
+from infoprompt.kinds.top_lora.options import DEFAULT_TOP_LAYERS, TopLoraOptions
+from infoprompt.validation import positive_number
 
 
 @dataclass(frozen=True)
 class TopLoraSettings:
-    """What top-lora trains and how (saved with the adapter as ``setfit_lora_config.json`` is for setfit-lora).
+    """What top-lora trains and how, as its fit reads them and the adapter saves them (``setfit_lora_config.json``,
+    as setfit-lora's): the adapter's :class:`~infoprompt.kinds.top_lora.options.TopLoraOptions` with
+    ``top_layers`` made concrete, LoRA's options under setfit-lora's settings names (``rank``, ``alpha``,
+    ``targets``, ``layers``), ``max_steps`` -1 for none, the head's C as a number and its grid as
+    ``head_c_choices``. Each value is checked by the rule of the option it comes from.
 
     Attributes:
         top_layers: k, the blocks at the top of the encoder that carry LoRA; the states entering block L − k
             are computed once per text and every step runs only these k blocks. ``None`` (the default):
             :data:`DEFAULT_TOP_LAYERS`, or every block of an encoder with fewer.
         rank / alpha / lora_dropout / targets / layers: LoRA in those blocks, as setfit-lora's settings
-            (``layers`` names a key of :data:`~infoprompt.kinds.setfit_lora.LAYER_SETS`).
+            (``layers`` names a key of :data:`~infoprompt.kinds.lora_layers.LAYER_SETS`).
         loss: the in-batch objective (``supcon``, ``pairs``, ``batch-all``; :mod:`.losses`).
         temperature: ``supcon``'s temperature τ.
         margin: ``batch-all``'s margin on cosine distance.
@@ -88,37 +90,27 @@ class TopLoraSettings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them
         object.__setattr__(self, "head_c_choices", tuple(self.head_c_choices))
-        if self.top_layers is not None:
-            positive = not isinstance(self.top_layers, bool) and isinstance(self.top_layers, int) and self.top_layers > 0
-            if not positive:
-                raise UserError(f"top-lora top_layers must be a positive integer, got {self.top_layers!r}")
-        for name in ("rank", "alpha", "epochs", "batch_size", "encode_batch", "check_every", "plateau_patience"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"top-lora {name} must be a positive integer, got {value!r}")
-        if self.batch_size < 2:
-            raise UserError(f"top-lora batch_size must be at least 2 (pairs within a batch), got {self.batch_size}")
-        if self.loss not in LOSSES:
-            raise UserError(f"top-lora loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.layers not in LAYER_SETS:
-            raise UserError(f"top-lora layers must be one of {', '.join(LAYER_SETS)}, got {self.layers!r}")
-        if self.select not in SELECTIONS:
-            raise UserError(f"top-lora select must be one of {', '.join(SELECTIONS)}, got {self.select!r}")
-        if self.stop not in STOPS:
-            raise UserError(f"top-lora stop must be one of {', '.join(STOPS)}, got {self.stop!r}")
-        for name in ("temperature", "margin", "body_learning_rate", "head_c", "plateau_tolerance"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-                raise UserError(f"top-lora {name} must be a positive number, got {value!r}")
-        if not 0.0 <= float(self.lora_dropout) < 1.0 or not 0.0 <= float(self.warmup_proportion) < 1.0:
-            raise UserError("top-lora lora_dropout and warmup_proportion must be in [0, 1)")
-        if not 0.0 < float(self.holdout_fraction) < 1.0:
-            raise UserError(f"top-lora holdout_fraction must be in (0, 1), got {self.holdout_fraction!r}")
-        if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 0:
-            raise UserError(f"top-lora patience must be a non-negative integer, got {self.patience!r}")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps == 0 \
-                or self.max_steps < -1:
-            raise UserError(f"top-lora max_steps must be -1 (all epochs) or positive, got {self.max_steps!r}")
+        try:
+            self.as_options()  # every value checked by the rule of the option it comes from
+            for choice in self.head_c_choices:
+                positive_number(choice, "head_c_choices")
+        except UserError as error:
+            raise UserError(f"top-lora settings: {error}") from None
+
+    def as_options(self) -> TopLoraOptions:
+        """The kind's options that give these settings (the head's C choices aside), checked."""
+        return TopLoraOptions(**{name: getattr(self, name) for name in SAME_NAMES}, lora_rank=self.rank,
+                              lora_alpha=self.alpha, lora_targets=self.targets or None, lora_layers=self.layers,
+                              max_steps=None if self.max_steps == -1 else self.max_steps, head_c=self.head_c)
+
+    @classmethod
+    def from_options(cls, options: TopLoraOptions, top_layers: int | None) -> TopLoraSettings:
+        """The settings that ``options`` give, with ``top_layers`` made concrete by the caller."""
+        return cls(**{**{name: getattr(options, name) for name in SAME_NAMES}, "top_layers": top_layers},
+                   rank=options.lora_rank, alpha=options.lora_alpha, targets=options.lora_targets or (),
+                   layers=options.lora_layers, max_steps=-1 if options.max_steps is None else options.max_steps,
+                   head_c=1.0 if options.head_c is None else options.head_c,
+                   head_c_choices=HEAD_C_GRID if options.select_head_c else ())
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -127,16 +119,9 @@ class TopLoraSettings:
         return data
 
 
-@dataclass(frozen=True)
-class TopLoraMethod(Method):
-    """A method row of the top-lora kind with its preset of :class:`TopLoraSettings` (name, value pairs)."""
-
-    settings: tuple[tuple[str, object], ...] = ()
-
-
-def preset_settings(method: str) -> dict[str, object]:
-    preset = get_method(method)
-    return dict(preset.settings) if isinstance(preset, TopLoraMethod) else {}
+# The settings that are options of the same name and meaning (the rest: LoRA's and the head's names, max_steps).
+SAME_NAMES = tuple(sorted({f.name for f in dataclasses.fields(TopLoraSettings)} & set(TopLoraOptions.names())
+                          - {"max_steps", "head_c"}))
 
 
 class TopLoraClassifier(SetFitLoraClassifier):
@@ -145,17 +130,20 @@ class TopLoraClassifier(SetFitLoraClassifier):
 
     settings_type = TopLoraSettings
 
+    def __init__(self, backbone: Backbone, config: ClassifierConfig, settings: TopLoraSettings | None = None):
+        super().__init__(backbone, config, settings)
+        # The options record the k this model has (the default made concrete, or a loaded adapter's).
+        options = dataclasses.replace(self.options, top_layers=self.settings.top_layers)
+        self.config = dataclasses.replace(self.config, options=options)
+
     def default_settings(self) -> TopLoraSettings:
-        options = lora_options(self.config)
-        if self.config.head_c is not None:
-            options["head_c"] = self.config.head_c
-        if self.config.select_head_c:
-            options["head_c_choices"] = HEAD_C_GRID
-        settings = TopLoraSettings(**{**preset_settings(self.config.method), **options})
-        if settings.top_layers is None:
-            depth = len(encoder_blocks(self.backbone.model))
-            settings = dataclasses.replace(settings, top_layers=min(DEFAULT_TOP_LAYERS, depth))
-        return settings
+        """The settings of the adapter's options, ``top_layers`` unset made :data:`DEFAULT_TOP_LAYERS` (at most
+        the encoder's depth)."""
+        options: TopLoraOptions = self.options
+        top_layers = options.top_layers
+        if top_layers is None:
+            top_layers = min(DEFAULT_TOP_LAYERS, len(encoder_blocks(self.backbone.model)))
+        return TopLoraSettings.from_options(options, top_layers)
 
     def _make_body(self, backbone: Backbone) -> Any:
         check_top_layers(self.settings.top_layers, len(encoder_blocks(backbone.model)))
@@ -164,13 +152,11 @@ class TopLoraClassifier(SetFitLoraClassifier):
     def lora_config(self, encoder: nn.Module) -> Any:
         """setfit-lora's LoRA config restricted to the top ``top_layers`` blocks (peft's ``layers_to_transform``,
         so that ``peft/`` loads onto the whole encoder with ``PeftModel.from_pretrained``)."""
-        from peft import LoraConfig
-
         settings = self.settings
         depth = len(encoder_blocks(encoder))
-        return LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.lora_dropout,
-                          target_modules=lora_targets(encoder, settings), bias="none",
-                          layers_to_transform=list(range(depth - settings.top_layers, depth)), layers_pattern="layer")
+        return lora_config(encoder, settings.rank, settings.alpha, settings.targets, settings.layers,
+                           settings.lora_dropout, layers_to_transform=list(range(depth - settings.top_layers, depth)),
+                           layers_pattern="layer")
 
     @property
     def lora_encoder(self) -> nn.Module:
