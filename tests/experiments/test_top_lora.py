@@ -164,6 +164,15 @@ def test_the_options_give_the_settings_and_every_setting_is_an_option(toy_task, 
         make_classifier(bert_backbone, toy_task[0], "top-lora", pair_iterations=4)
 
 
+def test_a_batch_without_a_pair_scores_zero_not_nan():
+    """Texts that each are alone of their class in a batch (a draw of one text per class) give no NaN step."""
+    embeddings = torch.randn(3, 4, requires_grad=True)
+    for loss, rows in ((SupervisedContrastive(0.1), 3), (BatchPairs(), 1)):
+        value = loss(embeddings[:rows], torch.arange(rows))
+        assert value.item() == 0.0
+        value.backward()
+
+
 def train_cli(toy_task, tiny_bert_dir, out, *extra):
     from infoprompt.cli import main
 
@@ -215,6 +224,15 @@ def test_a_draw_of_one_class_is_a_one_line_error_that_writes_nothing(tmp_path, t
     err = capsys.readouterr().err
     assert code == 2 and "a classifier needs at least 2 classes" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_a_draw_of_one_text_per_class_trains(tmp_path, tiny_bert_dir):
+    from infoprompt.cli import main
+
+    rows = tmp_path / "train.tsv"
+    rows.write_text("text\tlabel\na good film\tpos\nan awful film\tneg\n", encoding="utf-8")
+    assert main(["train", "--train-file", str(rows), "--method", "top-lora", "--backbone", str(tiny_bert_dir),
+                 "--max-length", "16", "--quiet", "--out", str(tmp_path / "run")]) == 0
 
 
 def test_plateau_stops_after_patience_epochs_without_real_improvement():

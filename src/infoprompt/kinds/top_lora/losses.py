@@ -29,6 +29,8 @@ class SupervisedContrastive(nn.Module):
         positives = (labels[:, None] == labels[None, :]) & ~self_mask
         counts = positives.sum(1)
         anchors = counts > 0
+        if not anchors.any():  # no text of the batch has another of its class: nothing to score (not NaN)
+            return embeddings.sum() * 0.0
         mean_positive = log_prob.masked_fill(~positives, 0.0).sum(1)[anchors] / counts[anchors]
         return -mean_positive.mean()
 
@@ -38,6 +40,8 @@ class BatchPairs(nn.Module):
     texts and 1 (same class) or 0 (different classes), as SetFit's ``CosineSimilarityLoss`` scores its pairs."""
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if len(labels) < 2:  # a batch of one text has no pair (not NaN)
+            return embeddings.sum() * 0.0
         features = functional.normalize(embeddings, dim=-1)
         similarity = features @ features.T
         target = (labels[:, None] == labels[None, :]).to(similarity.dtype)
