@@ -19,6 +19,8 @@ from infoprompt.kinds.top_lora.losses import LOSSES
 
 SELECTIONS = ("none", "holdout")
 STOPS = ("none", "plateau")
+# Primary metrics that weigh each class alike, for which the head's classes are balanced by default.
+BALANCED_METRICS = ("mcc", "macro_f1", "semeval_macro_f1")
 DEFAULT_TOP_LAYERS = 4
 
 
@@ -54,7 +56,9 @@ class TopLoraSettings:
             only repeat it).
         head_c / head_max_iter / head_c_choices: the logistic head, as setfit's.
         head_balanced: weigh the head's classes inversely to their counts in the draw (scikit-learn's
-            ``class_weight="balanced"``), so that a minority class is not predicted away.
+            ``class_weight="balanced"``), so that a minority class is not predicted away. ``None`` (the default):
+            balanced where the task's primary metric weighs every class alike (:data:`BALANCED_METRICS`:
+            Matthews correlation, macro-F1), plain where it counts examples (accuracy); a fit records its choice.
     """
 
     top_layers: int | None = None
@@ -83,7 +87,7 @@ class TopLoraSettings:
     head_c: float = 1.0
     head_max_iter: int = 100
     head_c_choices: tuple[float, ...] = ()
-    head_balanced: bool = False
+    head_balanced: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them
