@@ -241,3 +241,13 @@ def test_plateau_stops_after_patience_epochs_without_real_improvement():
     plateau = Plateau(tolerance=0.01, patience=2)
     assert [plateau.reached(v) for v in (4.0, 3.5, 3.2, 3.19, 3.2, 3.0, 2.99, 2.985)] == [
         False, False, False, False, True, False, False, True]
+
+
+def test_the_head_is_balanced_by_default_where_the_metric_weighs_classes_alike(toy_task, bert_backbone):
+    from infoprompt.kinds.top_lora.options import BALANCED_METRICS
+
+    model = model_with(bert_backbone, toy_task, epochs=1, batch_size=8)
+    assert model.settings.head_balanced is None
+    train(model, examples(toy_task), None, TrainConfig(progress=False))
+    assert model.settings.head_balanced is (model.task.primary_metric in BALANCED_METRICS) is False
+    assert "mcc" in BALANCED_METRICS

@@ -19,6 +19,7 @@ from infoprompt.kinds.setfit import select_head_c
 from infoprompt.kinds.top_lora.blocks import SplitEncoder
 from infoprompt.kinds.top_lora.losses import make_loss
 from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings
+from infoprompt.kinds.top_lora.options import BALANCED_METRICS
 from infoprompt.progress import bar_disabled
 from infoprompt.tasks import Example
 from infoprompt.training.config import TrainConfig
@@ -218,6 +219,9 @@ def fit_top_lora(model: TopLoraClassifier, train_examples: Sequence[Example], ev
             settings, body_learning_rate=config.lr if config.lr is not None else settings.body_learning_rate,
             max_steps=config.max_steps if config.max_steps is not None else settings.max_steps)
         model.settings = settings
+    if settings.head_balanced is None:
+        balanced = model.task.primary_metric in BALANCED_METRICS
+        settings = model.settings = dataclasses.replace(settings, head_balanced=balanced)
     device = resolve_device(config.device)
     train_set = encode_examples(model, train_examples)
     if train_set.labels is None:

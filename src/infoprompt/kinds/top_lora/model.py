@@ -56,7 +56,10 @@ class TopLoraSettings:
             only repeat it).
         head_c / head_max_iter / head_c_choices: the logistic head, as setfit's.
         head_balanced: weigh the head's classes inversely to their counts in the draw (scikit-learn's
-            ``class_weight="balanced"``), so that a minority class is not predicted away.
+            ``class_weight="balanced"``), so that a minority class is not predicted away. ``None`` (the default):
+            balanced where the task's primary metric weighs every class alike
+            (:data:`~infoprompt.kinds.top_lora.options.BALANCED_METRICS`: Matthews correlation, macro-F1), plain
+            where it counts examples (accuracy); a fit records its choice.
     """
 
     top_layers: int | None = None
@@ -85,7 +88,7 @@ class TopLoraSettings:
     head_c: float = 1.0
     head_max_iter: int = 100
     head_c_choices: tuple[float, ...] = ()
-    head_balanced: bool = False
+    head_balanced: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them

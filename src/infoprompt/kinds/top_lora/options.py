@@ -14,6 +14,8 @@ from infoprompt.validation import Rule, at_least_two, proportion
 SELECTIONS = ("none", "holdout")
 STOPS = ("none", "plateau")
 DEFAULT_TOP_LAYERS = 4
+# Primary metrics that weigh each class alike, for which the head's classes are balanced by default.
+BALANCED_METRICS = ("mcc", "macro_f1", "semeval_macro_f1")
 PAIRED_BATCH = Rule(at_least_two)
 PROPORTION = Rule(proportion, float)
 
@@ -64,8 +66,10 @@ class TopLoraOptions(LoraOptions, HeadOptions):
     plateau_patience: int = option(2, "epochs without improvement that end training under --stop plateau "
                                    "(default 2)", type=POSITIVE)
     head_max_iter: int = option(100, "lbfgs iterations of the logistic head (default 100)", type=POSITIVE)
-    head_balanced: bool = option(False, "weigh the head's classes inversely to their counts in the draw, so that a "
-                                 "minority class is not predicted away", switch="flag")
+    head_balanced: bool | None = option(None, "weigh the head's classes inversely to their counts in the draw, so "
+                                        "that a minority class is not predicted away (default: where the task's "
+                                        "primary metric weighs classes alike, MCC or macro-F1; not for accuracy)",
+                                        switch="flag")
     lora_dropout: float = option(0.0, "dropout on LoRA's input while training (default 0)", type=PROPORTION)
     lora_layers: str = option("all-linear", "the layers LoRA adapts in each top block when no --lora-targets are "
                               "named: all-linear (default: attention and feed-forward) or attention-qv",
