@@ -158,7 +158,7 @@ def test_the_options_give_the_settings_and_every_setting_is_an_option(toy_task, 
     assert settings.head_c_choices == HEAD_C_GRID
     assert TopLoraSettings.from_options(settings.as_options(), 1) == dataclasses.replace(settings, head_c_choices=())
     defaults = make_classifier(bert_backbone, toy_task[0], "top-lora", max_length=32)
-    assert defaults.settings == TopLoraSettings(top_layers=2)  # every default as before, k = min(4, its 2 blocks)
+    assert defaults.settings == TopLoraSettings(top_layers=2)  # every default as before, k = min(8, its 2 blocks)
     assert defaults.config.options.top_layers == 2  # the options record the k it has
     with pytest.raises(UserError, match=r"method top-lora \(kind top-lora\) has no option pair_iterations"):
         make_classifier(bert_backbone, toy_task[0], "top-lora", pair_iterations=4)

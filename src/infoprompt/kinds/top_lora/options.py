@@ -13,7 +13,7 @@ from infoprompt.validation import Rule, at_least_two, proportion
 
 SELECTIONS = ("none", "holdout")
 STOPS = ("none", "plateau")
-DEFAULT_TOP_LAYERS = 4
+DEFAULT_TOP_LAYERS = 8  # MPNet training split: k = 8 over 4 and 6 (docs/results.md, "top-lora")
 # Primary metrics that weigh each class alike, for which the head's classes are balanced by default.
 BALANCED_METRICS = ("mcc", "macro_f1", "semeval_macro_f1")
 PAIRED_BATCH = Rule(at_least_two)
