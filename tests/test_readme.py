@@ -1,45 +1,118 @@
-"""The README's Python example runs as written (with the data and output paths pointed at test locations)."""
+"""The README's commands and examples run as written (data and output paths pointed at test locations), and the
+docs it sends a newcomer to keep their own runnable examples."""
 
 from __future__ import annotations
 
+import csv
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "guide.md"
+METHODS_DOC = ROOT / "docs" / "methods.md"
+README_LIMIT_BYTES = 15_000  # a newcomer's README: long material lives in docs/
 
 
-def readme_example() -> str:
-    text = README.read_text(encoding="utf-8")
-    match = re.search(r"<!-- readme-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its marked Python example"
+def marked_block(path: Path, marker: str, language: str = "python") -> str:
+    text = path.read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {marker}[^>]*-->\s*```{language}\n(.*?)```", text, re.S)
+    assert match, f"{path.name} lost its marked block {marker!r}"
     return match.group(1)
 
 
 def test_readme_commands_are_the_ci_commands():
     text = README.read_text(encoding="utf-8")
-    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     test_command = "bash scripts/setup.sh && .venv/bin/ruff check . && .venv/bin/python -m pytest"
     assert test_command in text and ci.rstrip().endswith(test_command)  # the lint runs before the tests
     assert "set -euo pipefail" in ci and "|| true" not in ci  # every failure fails CI, pytest's status stands
     assert "infoprompt train --task sst2 --method infoprompt --shots 64" in text
 
 
-def test_every_method_has_a_row_in_the_readme_method_table():
-    from infoprompt.kinds.registry import METHODS
+def test_the_readme_stays_short_and_its_links_resolve():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= README_LIMIT_BYTES
+    for target in re.findall(r"\]\(((?:docs|configs|results)/[^)#]+)", text):
+        assert (ROOT / target).exists(), target
+
+
+def test_the_readme_names_the_recommended_method_and_its_numbers_come_from_the_results():
+    from infoprompt.recommended import RECOMMENDED_METHOD
 
     text = README.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if "recommended default" in line)
+    assert f"`{RECOMMENDED_METHOD}`" in row
+    cells = (ROOT / "results" / "top-lora-mpnet" / "report" / "cells.csv").read_text(encoding="utf-8").splitlines()
+    means = [float(line.split(",")[5]) for line in cells[1:]
+             if line.split(",")[1] == RECOMMENDED_METHOD and line.split(",")[3] == "64"]
+    assert len(means) == 4 and f"{sum(means) / 4:.3f}" in row
+
+
+def test_every_method_has_a_row_in_the_method_table():
+    from infoprompt.kinds.registry import METHODS
+
+    text = METHODS_DOC.read_text(encoding="utf-8")
     header = text.index("| name | prompts | placed | head on | trained | defaults |")
     rows = text[header:text.index("\n\n", header)].splitlines()[2:]
     named = {name for row in rows for name in re.findall(r"`([a-z0-9-]+)`", row.split("|")[1])}
-    assert set(METHODS) <= named, f"methods missing from the README table: {sorted(set(METHODS) - named)}"
+    assert set(METHODS) <= named, f"methods missing from docs/methods.md: {sorted(set(METHODS) - named)}"
+
+
+def write_rows(path: Path, rows) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows((row.fields["sentence"], row.label) for row in rows)
+    return path
 
 
 @pytest.mark.slow
-def test_readme_example_runs(data_dir, tmp_path, capsys):
-    code = readme_example().replace("../shared/data", str(data_dir)).replace("runs/readme-adapter", str(tmp_path / "a"))
-    exec(compile(code, str(README), "exec"), {})
+def test_readme_cli_example_runs_on_a_csv_of_ones_own(data_dir, tmp_path, monkeypatch, capsys):
+    """The three command lines, on SST-2 sentences written as a newcomer's `text,label` CSV."""
+    import infoprompt as ip
+    from infoprompt.cli import main
+
+    task = ip.get_task("sst2")
+    write_rows(tmp_path / "tickets.csv", ip.load_split(task, "train", data_dir)[:400])
+    write_rows(tmp_path / "tickets-dev.csv", ip.load_split(task, "dev", data_dir)[:100])
+    write_rows(tmp_path / "new-tickets.csv", ip.load_split(task, "dev", data_dir)[100:110])
+    monkeypatch.chdir(tmp_path)
+    for line in marked_block(README, "readme-cli-example", "bash").strip().splitlines():
+        argv = shlex.split(line)
+        assert argv[0] == "infoprompt"
+        assert main([*argv[1:], "--quiet"] if argv[1] != "eval" else argv[1:]) == 0, line
+    out = capsys.readouterr().out
+    predictions = out.strip().splitlines()[-11:]  # the csv header and one row per input
+    assert predictions[0].startswith("line,label"), out
+    assert len(predictions) == 11 and (tmp_path / "runs" / "tickets" / "README.md").is_file()
+
+
+@pytest.mark.slow
+def test_readme_own_data_example_runs(data_dir, tmp_path, monkeypatch, capsys):
+    import infoprompt as ip
+
+    task = ip.get_task("sst2")
+    train = ip.sample_few_shot(ip.load_split(task, "train", data_dir), 64, seed=1)
+    test = ip.load_split(task, "dev", data_dir)[:200]
+    given = {"texts": [row.fields["sentence"] for row in train], "labels": [row.label for row in train],
+             "test_texts": [row.fields["sentence"] for row in test], "test_labels": [row.label for row in test]}
+    monkeypatch.chdir(tmp_path)
+    exec(compile(marked_block(README, "own-data-example"), str(README), "exec"), given)
+    printed = capsys.readouterr().out
+    assert re.search(r"\['(positive|negative)'\] ", printed), printed
+    assert float(printed.split()[-1]) > 0.6, printed
+    assert (tmp_path / "runs" / "my-classifier").is_dir()
+
+
+@pytest.mark.slow
+def test_guide_api_example_runs(data_dir, tmp_path, capsys):
+    code = (marked_block(GUIDE, "guide-api-example").replace("../shared/data", str(data_dir))
+            .replace("runs/readme-adapter", str(tmp_path / "a")))
+    exec(compile(code, str(GUIDE), "exec"), {})
     printed = capsys.readouterr().out
     assert "accuracy" in printed and "'label':" in printed
     assert (tmp_path / "a" / "adapter_model.safetensors").is_file()
@@ -59,12 +132,10 @@ def test_public_api_names_stay_what_they_say():
 
 
 @pytest.mark.slow
-def test_own_data_example_runs_and_beats_chance(data_dir, tmp_path, capsys):
-    text = README.read_text(encoding="utf-8")
-    match = re.search(r"<!-- own-data-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its marked own-data example"
-    code = match.group(1).replace("../shared/data", str(data_dir)).replace("runs/my-classifier", str(tmp_path / "c"))
-    exec(compile(code, str(README), "exec"), {})
+def test_guide_classifier_example_runs_and_beats_chance(data_dir, tmp_path, capsys):
+    code = (marked_block(GUIDE, "guide-classifier-example").replace("../shared/data", str(data_dir))
+            .replace("runs/my-classifier", str(tmp_path / "c")))
+    exec(compile(code, str(GUIDE), "exec"), {})
     printed = capsys.readouterr().out
     assert "[False, True]" in printed
     accuracy = float(re.search(r"accuracy ([0-9.]+)", printed).group(1))
