@@ -430,7 +430,8 @@ def expand_run_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[
 
 
 def _quiet_libraries() -> None:
-    """``--quiet`` also silences the progress bars of transformers and the Hub (e.g. "Loading weights")."""
+    """The progress bars of transformers and the Hub ("Loading weights", downloads): off under ``--quiet``, and
+    where stderr is no terminal, into which they would write a carriage-return update per refresh."""
     import huggingface_hub.utils
     import transformers
 
@@ -476,7 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:  # a bad run config file
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
-    if getattr(args, "quiet", False):
+    from infoprompt.progress import is_terminal
+
+    if hasattr(args, "quiet") and (args.quiet or not is_terminal(sys.stderr)):
         _quiet_libraries()
     try:
         with _sigterm_as_interrupt():
