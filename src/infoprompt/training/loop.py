@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
-from infoprompt.progress import bar_disabled
+from infoprompt.progress import step_progress
 from infoprompt.tasks import Example
 from infoprompt.training.config import SELECTIONS, TrainConfig
 from infoprompt.training.contract import Adapter, FitResult, LossTerms
@@ -217,7 +216,7 @@ class Run:
         step, last, saturation = 0, {}, Saturation()
         stop = after_epoch is not None and after_epoch(0)
         model.train()
-        bar = tqdm(total=total_steps, desc=f"{phase} {model.config.method}", disable=bar_disabled(self.progress))
+        bar = step_progress(total_steps, f"{phase} {model.config.method}", self.progress)
         for epoch in range(epochs):
             if step >= total_steps or stop:
                 break
@@ -244,8 +243,9 @@ class Run:
                 saturation.update(step, bounds)
                 self.log.write({"type": "step", "phase": phase, "step": step, "epoch": epoch + 1, "lr": lr,
                                 **{f"loss_{k}": v for k, v in last.items()}, **bounds})
+                # The loss first, without a redraw of its own: the step's update shows it.
+                bar.set_postfix(loss=f"{last['total']:.3f}", refresh=False)
                 bar.update(1)
-                bar.set_postfix(loss=f"{last['total']:.3f}")
                 if self.periodic_set is not None and config.eval_every and step % config.eval_every == 0:
                     self.periodic_eval(step, epoch + 1)
             saturation.end_epoch()

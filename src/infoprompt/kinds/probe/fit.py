@@ -15,6 +15,7 @@ from infoprompt.errors import UserError
 from infoprompt.kinds.common import finish_fit
 from infoprompt.kinds.probe.model import LinearProbe
 from infoprompt.logistic import REGULARISATION_C, fit_logistic_head, fit_one_vs_rest_head, pick_threshold
+from infoprompt.progress import step_progress
 from infoprompt.tasks import Example, is_multi_label
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult
@@ -43,9 +44,15 @@ def fit_linear_probe(
     device = resolve_device(config.device)
     model.to(device).eval()
     features = torch.empty(len(train_set), model.feature_width)
+    chunks = list(batches(length_sorted(train_set), config.eval_batch_size))
+    # The encoder's passes over the draw are the probe's training time (the logistic regression after them is
+    # quick), so its bar, the same as every kind's, counts those batches.
+    bar = step_progress(len(chunks), f"train {model.config.method}", config.progress)
     with autocast(device, config.precision):
-        for chunk in batches(length_sorted(train_set), config.eval_batch_size):
+        for chunk in chunks:
             features[chunk] = model.features(prompted_batch(model, train_set, chunk)).float().cpu()
+            bar.update(1)
+    bar.close()
     cache_seconds = time.perf_counter() - started
 
     fit_started = time.perf_counter()

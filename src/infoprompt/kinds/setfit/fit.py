@@ -20,6 +20,7 @@ from infoprompt.errors import UserError
 from infoprompt.kinds.common import finish_fit
 from infoprompt.kinds.setfit.model import SetFitClassifier, require_setfit
 from infoprompt.kinds.setfit.options import HEAD_CV_FOLDS, SetFitSettings
+from infoprompt.progress import StepProgress, step_progress
 from infoprompt.tasks import Example
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult
@@ -63,17 +64,17 @@ def select_head_c(features: np.ndarray, labels: np.ndarray, choices: Sequence[fl
 
 
 @contextlib.contextmanager
-def quiet_libraries(progress: bool) -> Iterator[None]:
-    """setfit logs its run banner at INFO and datasets draws a bar per map; keep them out unless asked."""
+def quiet_libraries() -> Iterator[None]:
+    """setfit logs its run banner at INFO and datasets draws a bar per map (carriage returns in a file): the run's
+    one training bar (:func:`~infoprompt.progress.step_progress`) says what they would."""
     import datasets
 
     loggers = [logging.getLogger(name) for name in ("setfit", "sentence_transformers", "transformers.trainer")]
     levels = [logger.level for logger in loggers]
     bars = datasets.utils.logging.is_progress_bar_enabled()
-    if not progress:
-        for logger in loggers:
-            logger.setLevel(logging.WARNING)
-        datasets.disable_progress_bars()
+    for logger in loggers:
+        logger.setLevel(logging.WARNING)
+    datasets.disable_progress_bars()
     try:
         yield
     finally:
@@ -103,7 +104,31 @@ def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], set
                 log.write({"type": "step", "step": state.global_step, "epoch": logs.get("epoch"),
                            "lr": logs.get("learning_rate"), "loss_total": loss, "loss_pred": loss})
 
-    with tempfile.TemporaryDirectory(prefix="infoprompt-setfit-") as scratch, quiet_libraries(config.progress):
+    class StepBar(TrainerCallback):
+        """The run's training bar, as every kind draws it (:func:`~infoprompt.progress.step_progress`). It moves on
+        each step's log (every step logs), after the loss is set, so that a line shows that step's loss."""
+
+        bar: StepProgress | None = None
+        seen = 0
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.bar = step_progress(state.max_steps, f"train {model.config.method}", config.progress)
+
+        def advance(self, state) -> None:
+            self.bar.update(state.global_step - self.seen)
+            self.seen = state.global_step
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.bar is not None and logs and "embedding_loss" in logs:
+                self.bar.set_postfix(loss=f"{float(logs['embedding_loss']):.4f}", refresh=False)
+                self.advance(state)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.advance(state)
+                self.bar.close()
+
+    with tempfile.TemporaryDirectory(prefix="infoprompt-setfit-") as scratch, quiet_libraries():
         args = TrainingArguments(
             output_dir=scratch,
             batch_size=(settings.batch_size, settings.batch_size),
@@ -119,16 +144,19 @@ def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], set
             logging_strategy="steps",
             logging_steps=1,
             logging_first_step=True,
-            show_progress_bar=config.progress,
+            show_progress_bar=False,  # the head's encoding pass: a second bar after the run's one
         )
-        trainer = Trainer(model=model.setfit, args=args, callbacks=[LossLog(), *callbacks],
+        trainer = Trainer(model=model.setfit, args=args, callbacks=[LossLog(), StepBar(), *callbacks],
                           train_dataset=Dataset.from_dict({"text": texts, "label": labels}))
-        # transformers prints every log dict when its progress bar is off; the JSONL log keeps them instead.
-        trainer.st_trainer.remove_callback(PrinterCallback)
+        # transformers' bar writes every step's log dict to stdout (ProgressCallback.on_log), its PrinterCallback
+        # prints them outright, and in a notebook its widget draws a second bar: StepBar replaces them all, and the
+        # JSONL log keeps the losses.
+        for callback in list(trainer.st_trainer.callback_handler.callbacks):
+            if isinstance(callback, ProgressCallback | PrinterCallback) or type(callback).__name__.endswith(
+                    "NotebookProgressCallback"):
+                trainer.st_trainer.remove_callback(callback)
         if device.type == "cpu":
             trainer.st_trainer.args.dataloader_pin_memory = False  # pinning needs an accelerator
-        if not config.progress:
-            trainer.st_trainer.remove_callback(ProgressCallback)
         trainer.train()
         steps = int(trainer.st_trainer.state.global_step)
         losses = [h["embedding_loss"] for h in trainer.st_trainer.state.log_history if "embedding_loss" in h]

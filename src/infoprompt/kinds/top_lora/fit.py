@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
-from tqdm.auto import tqdm
 
 from infoprompt.errors import UserError
 from infoprompt.kinds.common import finish_fit
@@ -20,7 +19,7 @@ from infoprompt.kinds.top_lora.blocks import SplitEncoder
 from infoprompt.kinds.top_lora.losses import make_loss
 from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings
 from infoprompt.kinds.top_lora.options import BALANCED_METRICS
-from infoprompt.progress import bar_disabled
+from infoprompt.progress import step_progress
 from infoprompt.tasks import Example
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult
@@ -138,7 +137,7 @@ class TopBlocksTrainer:
         optimizer, schedule = self.optimizer(total)
         label_tensor = torch.tensor(list(labels))
         steps, last = 0, float("nan")
-        bar = tqdm(total=total, desc=f"top-lora {phase}", unit="step", disable=bar_disabled(progress), leave=False)
+        bar = step_progress(total, f"{phase} {self.model.config.method}", progress)
         plateau = Plateau(settings.plateau_tolerance, settings.plateau_patience) if settings.stop == "plateau" else None
         torch.manual_seed(seed)  # the top blocks' dropout masks
         for epoch, batches in enumerate(plan, start=1):
@@ -149,8 +148,9 @@ class TopBlocksTrainer:
                 steps += 1
                 log.write({"type": "step", "phase": phase, "step": steps, "epoch": epoch, "loss_total": last,
                            "loss_pred": last, "lr": schedule.get_last_lr()[0]})
+                # The loss first, without a redraw of its own: the step's update shows it.
+                bar.set_postfix(loss=f"{last:.4f}", refresh=False)
                 bar.update(1)
-                bar.set_postfix(loss=f"{last:.4f}")
             stop = after_epoch is not None and after_epoch(epoch)
             if plateau is not None and losses and plateau.reached(sum(losses) / len(losses)):
                 log.write({"type": "plateau", "phase": phase, "step": steps, "epoch": epoch})
