@@ -19,19 +19,17 @@ from infoprompt.options import (
     COUNT,
     POSITIVE,
     OneLineParser,
-    Option,
-    add_config_options,
     add_flags,
     command_line_fields,
     config_overrides,
     flag_values,
-    merged_flags,
     parse_shots,
     task_name,
 )
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
+from infoprompt.train_flags import kind_flags, model_flags, training_flag_names, training_flags
 
 DEFAULT_SHOTS = 64
 DEFAULT_PROMPTS = 4  # --n-prompts for a kind with prompts, when not given
@@ -39,52 +37,19 @@ SHOTS_UNSET = object()  # --shots not given: 64 for a task, every row of a --tra
 
 
 def method_name(value: str) -> str:
-    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
-    command is given one)."""
-    from infoprompt.kinds import get_method
+    """argparse type for --method: a row of the method table (checked against the registry's snapshot until the
+    registry is loaded, so that a typo is refused at once; see :mod:`infoprompt.train_flags`)."""
+    from infoprompt.train_flags import check_method
 
     try:
-        return get_method(value).name
+        return check_method(value)
     except UserError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def training_flag_names() -> set[str]:
-    from infoprompt.training.config import TrainConfig
-
-    return {name for name, _ in command_line_fields(TrainConfig)}
-
-
-def kind_flags() -> dict[str, tuple[Option, tuple[str, ...]]]:
-    """The flags of every registered kind's options, one per option name, with the kinds that have it (importing
-    the registry loads the model code, which every command that builds a parser needs anyway); an option named as
-    a training flag has none of its own: that flag sets it (``--epochs``, top-lora's own epoch count)."""
-    from infoprompt.kinds.registry import KINDS
-
-    training = training_flag_names()
-    merged = merged_flags((kind.name, kind.options) for kind in KINDS.values())
-    return {name: entry for name, entry in merged.items() if name not in training}
-
-
-def training_flags() -> list[tuple[str, Option]]:
-    """The flags of the training config; one that names an option of some kinds adds that option's help."""
-    from infoprompt.kinds.registry import KINDS
-    from infoprompt.training.config import TrainConfig
-
-    notes: dict[str, list[str]] = {}
-    for kind in KINDS.values():
-        for name, spec in command_line_fields(kind.options):
-            notes.setdefault(name, []).append(f"[{kind.name}] {spec.help}")
-    return [(name, dataclasses.replace(spec, help="; ".join([str(spec.help), *notes[name]])) if name in notes else spec)
-            for name, spec in command_line_fields(TrainConfig)]
-
-
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    from infoprompt.kinds.config import ClassifierConfig
-
     group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
-    add_config_options(group, ClassifierConfig)
-    add_flags(group, [(name, spec) for name, (spec, _) in kind_flags().items()])
+    add_flags(group, model_flags())
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:

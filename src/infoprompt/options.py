@@ -29,8 +29,15 @@ NON_NEGATIVE = Rule(finite_number, float)
 POSITIVE_FLOAT = Rule(positive_number, float)
 FRACTION = Rule(fraction, float)
 TOKEN_BUDGET = Rule(token_budget)
-# "query,value" -> ("query", "value")
-NAME_LIST = Rule(module_names, lambda text: [part.strip() for part in text.split(",") if part.strip()])
+
+
+def name_list(text: str) -> list[str]:
+    """``"query,value"`` -> ``["query", "value"]`` (a named function, not a lambda, so that the train flags'
+    snapshot can name it: see :mod:`infoprompt.train_flags`)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+NAME_LIST = Rule(module_names, name_list)
 
 
 class OneLineParser(argparse.ArgumentParser):
