@@ -13,6 +13,7 @@ import infoprompt.train_flags as train_flags
 from infoprompt.cli import build_parser, main
 from infoprompt.errors import UserError
 from infoprompt.kinds import get_method
+from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.tasks import get_task
 
 # What `--help` and a usage error must not load: each costs seconds on a busy machine (torch alone 5-20 s).
@@ -134,3 +135,15 @@ def test_the_snapshot_check_of_a_method_says_what_the_registry_says(monkeypatch)
         train_flags.check_method("setfit-lora-al")
     assert str(snapshot.value) == str(registry.value)
     assert train_flags.check_method("warp") == "warp"
+
+
+def test_train_defaults_to_the_recommended_method_and_methods_marks_it(capsys):
+    assert build_parser().parse_args(["train", "--out", "x"]).method == RECOMMENDED_METHOD
+    assert f"default {RECOMMENDED_METHOD}" in help_text(["train", "--help"])
+    assert main(["methods"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    marked = [line.split()[1] for line in lines if line.startswith("* ") and not line.startswith(f"* {RECOMMENDED_METHOD}:")]
+    assert marked == [RECOMMENDED_METHOD]
+    assert lines[-1].startswith(f"* {RECOMMENDED_METHOD}: the recommended method")
+    plus = next(line for line in lines if line.split()[0] == "infoprompt-plus")
+    assert "recommended prompt recipe" in plus and "recommended:" not in plus

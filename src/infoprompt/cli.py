@@ -26,6 +26,7 @@ from infoprompt.options import (
     parse_shots,
     task_name,
 )
+from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
@@ -297,10 +298,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
+    """The method table, the recommended method marked ``*`` (and named under the table)."""
     from infoprompt.kinds.registry import METHODS
 
     for preset in METHODS.values():
-        print(f"{preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
+        mark = "*" if preset.name == RECOMMENDED_METHOD else " "
+        print(f"{mark} {preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
+    print(f"* {RECOMMENDED_METHOD}: the recommended method (the default of train --method)")
     return 0
 
 
@@ -319,8 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="a .yaml or .toml file of these options (same keys as the flags; flags "
                        "on the command line win)")
     train.add_argument("--task", type=task_name, help="task name (see infoprompt tasks); or --train-file")
-    train.add_argument("--method", default="infoprompt", type=method_name,
-                       help="a row of the method table (see infoprompt methods; default infoprompt)")
+    train.add_argument("--method", default=RECOMMENDED_METHOD, type=method_name,
+                       help=f"a row of the method table (see infoprompt methods; default {RECOMMENDED_METHOD}, the "
+                            f"recommended one)")
     train.add_argument("--shots", type=parse_shots, default=SHOTS_UNSET,
                        help="training examples per seed, or 'full' (default 64); with --train-file, examples per "
                             "class (default: every row)")
