@@ -13,6 +13,7 @@ from pathlib import Path
 
 from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
+from infoprompt.eval_report import CONFUSION_PNG
 from infoprompt.experiments.cli import add_experiment_commands
 from infoprompt.export import add_export_command
 from infoprompt.options import (
@@ -227,27 +228,71 @@ def eval_examples(args: argparse.Namespace, task):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """One JSON line on stdout (the metrics, the per-class report and the confusion matrix), the same as a table on
+    stderr for people (unless --quiet), and the confusion matrix as a PNG with --plots."""
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.threads import use_threads
-    from infoprompt.training.inference import evaluate
+    from infoprompt.training.data import encode_examples
+    from infoprompt.training.inference import predict_encoded, task_metrics
     from infoprompt.training.runtime import resolve_device
 
     use_threads(args.threads)
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    plot = Path(args.plots, CONFUSION_PNG) if args.plots else None
+    if plot is not None:
+        check_output_file(plot)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
     examples, split = eval_examples(args, task)  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
-    metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
-    record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics}
-    print(json.dumps(record, sort_keys=True, allow_nan=False))
+    encoded = encode_examples(model, examples)
+    if encoded.labels is None:
+        raise UserError("evaluation needs labelled examples")
+    probabilities = predict_encoded(model, encoded, args.batch_size, progress=not args.quiet, precision=args.precision)
+    metrics = task_metrics(model, encoded.labels, probabilities)
+    report = class_report(model, encoded.labels, probabilities)
+    record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics,
+              "per_class": report["per_class"], "confusion_matrix": report["confusion_matrix"]}
+    print(json.dumps(record, sort_keys=True, allow_nan=False), flush=True)
+    if not args.quiet:  # stdout stays the one JSON line that scripts read
+        print(f"{config.method} on {task.name} ({split}, {len(examples)} examples)\n{report['text']}", end="",
+              file=sys.stderr)
     if args.output:
         atomic_write_json(args.output, record)
+    if plot is not None:
+        if record["confusion_matrix"] is None:
+            # Said even under --quiet: the user asked for a file that is not written.
+            print("infoprompt: --plots: nothing written: a multi-label task has no confusion matrix", file=sys.stderr)
+        else:
+            from infoprompt.eval_report import plot_confusion
+
+            plot_confusion(record["confusion_matrix"], plot,
+                           f"{config.method} on {task.name} ({Path(split).name}, {len(examples)} examples)")
+            if not args.quiet:
+                print(f"wrote {plot}", file=sys.stderr)
     return 0
+
+
+def class_report(model, labels, probabilities) -> dict[str, object]:
+    """The per-class report and the confusion matrix (``None`` for a multi-label task) of the decisions the
+    metrics score: the argmax, or (multi-label) every label at or over the adapter's threshold."""
+    from infoprompt.eval_report import confusion, per_class, report_text
+    from infoprompt.tasks import is_multi_label
+    from infoprompt.training.inference import threshold_of
+
+    names = list(model.config.labels)
+    if is_multi_label(model.task):
+        gold, predicted = labels.int().numpy(), (probabilities >= threshold_of(model)).int().numpy()
+        matrix = None
+    else:
+        gold, predicted = labels.tolist(), probabilities.argmax(-1).tolist()
+        matrix = confusion(gold, predicted, names)
+    return {"per_class": per_class(gold, predicted, names), "confusion_matrix": matrix,
+            "text": report_text(gold, predicted, names, matrix)}
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -347,11 +392,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_tracking_options(train)
     train.set_defaults(handler=cmd_train)
 
-    evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate a saved adapter",
+        description="Evaluate a saved adapter: one JSON line on stdout (the metrics, precision, recall, F1 and "
+                    "support per class, and the confusion matrix: rows true labels, columns predicted), and the "
+                    "same as a table on stderr unless --quiet.")
     evaluate.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
     evaluate.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
-    evaluate.add_argument("--output", help="also write the metrics JSON here")
+    evaluate.add_argument("--output", help="also write the JSON record here (metrics, per-class report, confusion "
+                          "matrix)")
+    evaluate.add_argument("--plots", metavar="DIR", help=f"also draw the confusion matrix as DIR/{CONFUSION_PNG} "
+                          "(created if missing; single-label tasks)")
     add_file_options(evaluate, training=False)
     add_device_options(evaluate)
     common(evaluate)
