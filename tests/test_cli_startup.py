@@ -97,6 +97,7 @@ def test_the_snapshot_refuses_a_check_it_cannot_name():
      "argument --method: unknown method 'setfit-lora-al'; did you mean 'setfit-lora-all'? valid methods: "),
     (["train", "--out", "x", "--task", "sst3"], "unknown task 'sst3'; did you mean 'sst2'? valid tasks: "),
     (["eval", "--adapter", "run", "--out", "x.json"], "unrecognized arguments: --out x.json"),
+    (["predict", "--adapter", "run", "--input", "-", "--format", "xml"], "argument --format: invalid choice"),
     (["trian"], "argument COMMAND: invalid choice: "),
 ])
 def test_usage_errors_are_one_line_without_heavy_modules(args, message):

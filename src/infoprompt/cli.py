@@ -27,6 +27,7 @@ from infoprompt.options import (
     parse_shots,
     task_name,
 )
+from infoprompt.prediction_format import FORMATS
 from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
@@ -302,7 +303,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
+    from infoprompt.prediction_format import PredictionWriter, output_format
+    from infoprompt.tasks import is_multi_label
     from infoprompt.threads import use_threads
+    from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
 
     use_threads(args.threads)
@@ -315,23 +319,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
             pass
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
+    writer = PredictionWriter(output_format(args.format, output), model.config.labels,
+                              multi_label=is_multi_label(model.task), top_k=args.top_k)
     skipped = 0
     with open_output(output) as handle:
+        handle.write(writer.header().encode("utf-8"))
         for chunk in iter_inputs(args.input, task, encoding=args.encoding):
             skipped += chunk.skipped
-            handle.write(_prediction_lines(model, chunk, args).encode("utf-8"))
+            records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
+            handle.write(writer.lines(chunk.lines, records).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
     return 0
-
-
-def _prediction_lines(model, chunk, args: argparse.Namespace) -> str:
-    from infoprompt.training.inference import predict
-
-    records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
-    return "".join(json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False) + "\n"
-                   for line, record in zip(chunk.lines, records, strict=True))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -409,11 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
     common(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
 
-    predict = commands.add_parser("predict", help="predict labels for new inputs, one JSON line each")
+    predict = commands.add_parser("predict", help="predict labels for new inputs: JSON lines or CSV")
     predict.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
+    predict.add_argument("--format", choices=FORMATS,
+                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
+                              "row per input (line, label, probability_<label> ...). Default: csv for an --output "
+                              "named *.csv, else jsonl")
+    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
+                         help="also give the K most probable labels with their probabilities, most probable first "
+                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
     predict.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     predict.add_argument("--encoding", default="utf-8",
                          help="text encoding of the input (default utf-8; a byte-order mark is skipped)")
