@@ -17,7 +17,7 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("args,message", [
-    (["train", "--task", "sst3", "--out", "x", "--data-dir", "."], "unknown task 'sst3'; valid tasks:"),
+    (["train", "--task", "sst3", "--out", "x", "--data-dir", "."], "unknown task 'sst3'; did you mean 'sst2'? valid tasks:"),
     (["train", "--task", "sst2", "--out", "x", "--data-dir", "/no/such/dir"], "data directory /no/such/dir does not exist"),
     (["eval", "--adapter", "/no/such/adapter"], "adapter directory /no/such/adapter does not exist"),
 ])

@@ -57,5 +57,5 @@ def test_missing_directory_file_and_task(tmp_path, monkeypatch):
         resolve_data_dir(tmp_path / "nope")
     with pytest.raises(UserError, match=r"SST-2/dev.tsv for task sst2 \(dev\) not found"):
         load_split(get_task("sst2"), "dev", tmp_path)
-    with pytest.raises(UserError, match="unknown task 'sst3'; valid tasks: .*sst2"):
+    with pytest.raises(UserError, match="unknown task 'sst3'; did you mean 'sst2'\\? valid tasks: .*sst2"):
         get_task("sst3")

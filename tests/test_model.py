@@ -97,7 +97,7 @@ def test_corrupt_or_missing_files_fail_clearly(bert_backbone, tmp_path):
 
 
 def test_unknown_names_list_valid_ones(bert_backbone):
-    with pytest.raises(UserError, match="unknown method 'wrap'; valid methods: infoprompt"):
+    with pytest.raises(UserError, match="unknown method 'wrap'; did you mean 'warp'\\? valid methods: infoprompt"):
         tiny_classifier(bert_backbone, "wrap")
     with pytest.raises(UserError, match="unknown backbone 'no-such-model-here'"):
         load_backbone("no-such-model-here")

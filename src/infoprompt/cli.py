@@ -13,25 +13,26 @@ from pathlib import Path
 
 from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
+from infoprompt.eval_report import CONFUSION_PNG
 from infoprompt.experiments.cli import add_experiment_commands
 from infoprompt.export import add_export_command
 from infoprompt.options import (
     COUNT,
     POSITIVE,
     OneLineParser,
-    Option,
-    add_config_options,
     add_flags,
     command_line_fields,
     config_overrides,
     flag_values,
-    merged_flags,
     parse_shots,
     task_name,
 )
+from infoprompt.prediction_format import FORMATS
+from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
+from infoprompt.train_flags import kind_flags, model_flags, training_flag_names, training_flags
 
 DEFAULT_SHOTS = 64
 DEFAULT_PROMPTS = 4  # --n-prompts for a kind with prompts, when not given
@@ -39,52 +40,19 @@ SHOTS_UNSET = object()  # --shots not given: 64 for a task, every row of a --tra
 
 
 def method_name(value: str) -> str:
-    """argparse type for --method: a row of the method table (importing it loads the model code, so only when a
-    command is given one)."""
-    from infoprompt.kinds import get_method
+    """argparse type for --method: a row of the method table (checked against the registry's snapshot until the
+    registry is loaded, so that a typo is refused at once; see :mod:`infoprompt.train_flags`)."""
+    from infoprompt.train_flags import check_method
 
     try:
-        return get_method(value).name
+        return check_method(value)
     except UserError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def training_flag_names() -> set[str]:
-    from infoprompt.training.config import TrainConfig
-
-    return {name for name, _ in command_line_fields(TrainConfig)}
-
-
-def kind_flags() -> dict[str, tuple[Option, tuple[str, ...]]]:
-    """The flags of every registered kind's options, one per option name, with the kinds that have it (importing
-    the registry loads the model code, which every command that builds a parser needs anyway); an option named as
-    a training flag has none of its own: that flag sets it (``--epochs``, top-lora's own epoch count)."""
-    from infoprompt.kinds.registry import KINDS
-
-    training = training_flag_names()
-    merged = merged_flags((kind.name, kind.options) for kind in KINDS.values())
-    return {name: entry for name, entry in merged.items() if name not in training}
-
-
-def training_flags() -> list[tuple[str, Option]]:
-    """The flags of the training config; one that names an option of some kinds adds that option's help."""
-    from infoprompt.kinds.registry import KINDS
-    from infoprompt.training.config import TrainConfig
-
-    notes: dict[str, list[str]] = {}
-    for kind in KINDS.values():
-        for name, spec in command_line_fields(kind.options):
-            notes.setdefault(name, []).append(f"[{kind.name}] {spec.help}")
-    return [(name, dataclasses.replace(spec, help="; ".join([str(spec.help), *notes[name]])) if name in notes else spec)
-            for name, spec in command_line_fields(TrainConfig)]
-
-
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    from infoprompt.kinds.config import ClassifierConfig
-
     group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
-    add_config_options(group, ClassifierConfig)
-    add_flags(group, [(name, spec) for name, (spec, _) in kind_flags().items()])
+    add_flags(group, model_flags())
 
 
 def add_training_options(parser: argparse.ArgumentParser) -> None:
@@ -261,27 +229,71 @@ def eval_examples(args: argparse.Namespace, task):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """One JSON line on stdout (the metrics, the per-class report and the confusion matrix), the same as a table on
+    stderr for people (unless --quiet), and the confusion matrix as a PNG with --plots."""
     from infoprompt.io_utils import atomic_write_json, check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.threads import use_threads
-    from infoprompt.training.inference import evaluate
+    from infoprompt.training.data import encode_examples
+    from infoprompt.training.inference import predict_encoded, task_metrics
     from infoprompt.training.runtime import resolve_device
 
     use_threads(args.threads)
     device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    plot = Path(args.plots, CONFUSION_PNG) if args.plots else None
+    if plot is not None:
+        check_output_file(plot)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
     examples, split = eval_examples(args, task)  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
-    metrics = evaluate(model, examples, args.batch_size, progress=not args.quiet, precision=args.precision)
-    record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics}
-    print(json.dumps(record, sort_keys=True, allow_nan=False))
+    encoded = encode_examples(model, examples)
+    if encoded.labels is None:
+        raise UserError("evaluation needs labelled examples")
+    probabilities = predict_encoded(model, encoded, args.batch_size, progress=not args.quiet, precision=args.precision)
+    metrics = task_metrics(model, encoded.labels, probabilities)
+    report = class_report(model, encoded.labels, probabilities)
+    record = {"adapter": str(args.adapter), "task": task.name, "split": split, "n": len(examples), "metrics": metrics,
+              "per_class": report["per_class"], "confusion_matrix": report["confusion_matrix"]}
+    print(json.dumps(record, sort_keys=True, allow_nan=False), flush=True)
+    if not args.quiet:  # stdout stays the one JSON line that scripts read
+        print(f"{config.method} on {task.name} ({split}, {len(examples)} examples)\n{report['text']}", end="",
+              file=sys.stderr)
     if args.output:
         atomic_write_json(args.output, record)
+    if plot is not None:
+        if record["confusion_matrix"] is None:
+            # Said even under --quiet: the user asked for a file that is not written.
+            print("infoprompt: --plots: nothing written: a multi-label task has no confusion matrix", file=sys.stderr)
+        else:
+            from infoprompt.eval_report import plot_confusion
+
+            plot_confusion(record["confusion_matrix"], plot,
+                           f"{config.method} on {task.name} ({Path(split).name}, {len(examples)} examples)")
+            if not args.quiet:
+                print(f"wrote {plot}", file=sys.stderr)
     return 0
+
+
+def class_report(model, labels, probabilities) -> dict[str, object]:
+    """The per-class report and the confusion matrix (``None`` for a multi-label task) of the decisions the
+    metrics score: the argmax, or (multi-label) every label at or over the adapter's threshold."""
+    from infoprompt.eval_report import confusion, per_class, report_text
+    from infoprompt.tasks import is_multi_label
+    from infoprompt.training.inference import threshold_of
+
+    names = list(model.config.labels)
+    if is_multi_label(model.task):
+        gold, predicted = labels.int().numpy(), (probabilities >= threshold_of(model)).int().numpy()
+        matrix = None
+    else:
+        gold, predicted = labels.tolist(), probabilities.argmax(-1).tolist()
+        matrix = confusion(gold, predicted, names)
+    return {"per_class": per_class(gold, predicted, names), "confusion_matrix": matrix,
+            "text": report_text(gold, predicted, names, matrix)}
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -291,7 +303,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.io_utils import check_output_file, open_output
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
+    from infoprompt.prediction_format import PredictionWriter, output_format
+    from infoprompt.tasks import is_multi_label
     from infoprompt.threads import use_threads
+    from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
 
     use_threads(args.threads)
@@ -304,23 +319,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
             pass
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
+    writer = PredictionWriter(output_format(args.format, output), model.config.labels,
+                              multi_label=is_multi_label(model.task), top_k=args.top_k)
     skipped = 0
     with open_output(output) as handle:
+        handle.write(writer.header().encode("utf-8"))
         for chunk in iter_inputs(args.input, task, encoding=args.encoding):
             skipped += chunk.skipped
-            handle.write(_prediction_lines(model, chunk, args).encode("utf-8"))
+            records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
+            handle.write(writer.lines(chunk.lines, records).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
     return 0
-
-
-def _prediction_lines(model, chunk, args: argparse.Namespace) -> str:
-    from infoprompt.training.inference import predict
-
-    records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
-    return "".join(json.dumps({"line": line, **record}, sort_keys=True, allow_nan=False) + "\n"
-                   for line, record in zip(chunk.lines, records, strict=True))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -332,10 +343,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
+    """The method table, the recommended method marked ``*`` (and named under the table)."""
     from infoprompt.kinds.registry import METHODS
 
     for preset in METHODS.values():
-        print(f"{preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
+        mark = "*" if preset.name == RECOMMENDED_METHOD else " "
+        print(f"{mark} {preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
+    print(f"* {RECOMMENDED_METHOD}: the recommended method (the default of train --method)")
     return 0
 
 
@@ -355,8 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="a .yaml or .toml file of these options (same keys as the flags; flags "
                        "on the command line win)")
     train.add_argument("--task", type=task_name, help="task name (see infoprompt tasks); or --train-file")
-    train.add_argument("--method", default="infoprompt", type=method_name,
-                       help="a row of the method table (see infoprompt methods; default infoprompt)")
+    train.add_argument("--method", default=RECOMMENDED_METHOD, type=method_name,
+                       help=f"a row of the method table (see infoprompt methods; default {RECOMMENDED_METHOD}, the "
+                            f"recommended one)")
     train.add_argument("--shots", type=parse_shots, default=SHOTS_UNSET,
                        help="training examples per seed, or 'full' (default 64); with --train-file, examples per "
                             "class (default: every row)")
@@ -378,21 +393,35 @@ def build_parser() -> argparse.ArgumentParser:
     add_tracking_options(train)
     train.set_defaults(handler=cmd_train)
 
-    evaluate = commands.add_parser("eval", help="evaluate a saved adapter")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate a saved adapter",
+        description="Evaluate a saved adapter: one JSON line on stdout (the metrics, precision, recall, F1 and "
+                    "support per class, and the confusion matrix: rows true labels, columns predicted), and the "
+                    "same as a table on stderr unless --quiet.")
     evaluate.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     evaluate.add_argument("--split", help="split to evaluate (default: the task's eval split)")
     evaluate.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
-    evaluate.add_argument("--output", help="also write the metrics JSON here")
+    evaluate.add_argument("--output", help="also write the JSON record here (metrics, per-class report, confusion "
+                          "matrix)")
+    evaluate.add_argument("--plots", metavar="DIR", help=f"also draw the confusion matrix as DIR/{CONFUSION_PNG} "
+                          "(created if missing; single-label tasks)")
     add_file_options(evaluate, training=False)
     add_device_options(evaluate)
     common(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
 
-    predict = commands.add_parser("predict", help="predict labels for new inputs, one JSON line each")
+    predict = commands.add_parser("predict", help="predict labels for new inputs: JSON lines or CSV")
     predict.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
+    predict.add_argument("--format", choices=FORMATS,
+                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
+                              "row per input (line, label, probability_<label> ...). Default: csv for an --output "
+                              "named *.csv, else jsonl")
+    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
+                         help="also give the K most probable labels with their probabilities, most probable first "
+                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
     predict.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     predict.add_argument("--encoding", default="utf-8",
                          help="text encoding of the input (default utf-8; a byte-order mark is skipped)")

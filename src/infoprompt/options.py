@@ -29,12 +29,24 @@ NON_NEGATIVE = Rule(finite_number, float)
 POSITIVE_FLOAT = Rule(positive_number, float)
 FRACTION = Rule(fraction, float)
 TOKEN_BUDGET = Rule(token_budget)
-# "query,value" -> ("query", "value")
-NAME_LIST = Rule(module_names, lambda text: [part.strip() for part in text.split(",") if part.strip()])
+
+
+def name_list(text: str) -> list[str]:
+    """``"query,value"`` -> ``["query", "value"]`` (a named function, not a lambda, so that the train flags'
+    snapshot can name it: see :mod:`infoprompt.train_flags`)."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+NAME_LIST = Rule(module_names, name_list)
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage mistakes are one line on stderr (exit 2), like every other user error."""
+    """Usage mistakes are one line on stderr (exit 2), like every other user error; options are never abbreviated
+    (``--meth`` is refused, not read as ``--method``): a prefix that is unique today could name another option
+    tomorrow, and run configs and scripts would change meaning silently. Sub-parsers are of this class too."""
+
+    def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def error(self, message: str) -> typing.NoReturn:
         message = message.replace("\r", "\\r").replace("\n", "\\n")

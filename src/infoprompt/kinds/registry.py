@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from infoprompt.errors import UserError
 from infoprompt.kinds.options import KindOptions
+from infoprompt.suggest import unknown_name
 from infoprompt.training.config import ENGINE_TRAINING
 from infoprompt.training.contract import FitFunction
 
@@ -195,10 +196,11 @@ def register_method(method: Method) -> Method:
 
 
 def get_method(name: str) -> Method:
+    """The row ``name`` of the method table; an unknown name is a one-line error with the closest valid one."""
     try:
         return METHODS[name]
     except KeyError:
-        raise UserError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}") from None
+        raise UserError(unknown_name("method", name, METHODS)) from None
 
 
 def kind_of(method: str) -> Kind:

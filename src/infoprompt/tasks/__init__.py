@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infoprompt.errors import UserError
+from infoprompt.suggest import unknown_name
 from infoprompt.tasks.base import (
     DATA_DIR_ENV,
     Example,
@@ -37,10 +38,11 @@ def register_task(task: TaskSpec) -> None:
 
 
 def get_task(name: str) -> TaskSpec:
+    """The task ``name``; an unknown name is a one-line error with the closest valid one."""
     try:
         return TASKS[name]
     except KeyError:
-        raise UserError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}") from None
+        raise UserError(unknown_name("task", name, sorted(TASKS))) from None
 
 
 __all__ = [

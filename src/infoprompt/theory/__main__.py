@@ -11,7 +11,7 @@ from infoprompt.theory.cli import add_newton_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m infoprompt.theory", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m infoprompt.theory", description=__doc__, allow_abbrev=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_newton_command(commands)
     return parser

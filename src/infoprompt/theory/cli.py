@@ -7,20 +7,13 @@ import json
 import zipfile
 from dataclasses import asdict
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from infoprompt.errors import UserError
-from infoprompt.io_utils import finite_json
-from infoprompt.theory.conditions import check_conditions, random_instance
-from infoprompt.theory.newton import (
-    NewtonResult,
-    SketchConfig,
-    exact_newton,
-    sketched_newton,
-    solve_reference,
-)
-from infoprompt.theory.softmax_regression import SoftmaxRegressionProblem
+
+if TYPE_CHECKING:  # NumPy and SciPy load when the command runs, not when `infoprompt --help` builds the parser
+    from infoprompt.theory.newton import NewtonResult
+    from infoprompt.theory.softmax_regression import SoftmaxRegressionProblem
 
 REQUIRED_ARRAYS = ("A", "b", "w")
 
@@ -88,6 +81,10 @@ def _no_pickle_hint(error: BaseException) -> str:
 
 def load_instance(path: str) -> SoftmaxRegressionProblem:
     """Read arrays A, b, w from an .npz; failures are one-line ``UserError``s naming the file and field."""
+    import numpy as np
+
+    from infoprompt.theory.softmax_regression import SoftmaxRegressionProblem
+
     file = Path(path)
     if not file.is_file():
         raise UserError(f"{path}: no such file")
@@ -134,6 +131,10 @@ def load_instance(path: str) -> SoftmaxRegressionProblem:
 
 
 def _instance(args: argparse.Namespace) -> tuple[SoftmaxRegressionProblem, str]:
+    import numpy as np
+
+    from infoprompt.theory.conditions import random_instance
+
     if args.input is not None:
         problem = load_instance(args.input)
         for flag, value, actual in (("--n", args.n, problem.n), ("--d", args.d, problem.d)):
@@ -198,6 +199,12 @@ def _result_json(result: NewtonResult) -> dict[str, object]:
 
 def run_newton(args: argparse.Namespace) -> int:
     """Handler of ``theory newton``; returns 0 when every method met its stopping rule, 1 otherwise."""
+    import numpy as np
+
+    from infoprompt.io_utils import finite_json
+    from infoprompt.theory.conditions import check_conditions
+    from infoprompt.theory.newton import SketchConfig, exact_newton, sketched_newton, solve_reference
+
     _check_options(args)
     problem, source = _instance(args)
     x0 = np.zeros(problem.d)
