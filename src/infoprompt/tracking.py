@@ -306,9 +306,14 @@ def _log_entries(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def cell_run_name(spec: RunSpec) -> str:
-    """A sweep cell's name, as its record path spells it."""
+    """A sweep cell's name, as its record path spells it (a cell on the user's file: that file's task name)."""
+    task = spec.task
+    if task is None:
+        from infoprompt.tasks.user_task import file_task_name
+
+        task = spec.task_name or file_task_name(str(spec.train_file))
     shots = "full" if spec.shots is None else spec.shots
-    return f"task={spec.task}/method={spec.method}/shots={shots}/np={spec.n_prompts}/seed={spec.seed}"
+    return f"task={task}/method={spec.method}/shots={shots}/np={spec.n_prompts}/seed={spec.seed}"
 
 
 def track_run(tracker: Tracker, run_dir: str | os.PathLike[str], record: dict[str, Any], *, run_name: str,
