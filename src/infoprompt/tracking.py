@@ -250,17 +250,67 @@ def _flatten(prefix: str, value: Any, into: dict[str, str]) -> None:
     into[prefix] = text[:MAX_PARAM_CHARS]
 
 
+# What a run's parameters hold besides its axes (task, method, shots, seed, backbone) and its kind's options:
+# the data it read (a built-in task's source and draw, or the user's files and columns), the training settings
+# that say where it ran, and the classifier fields every kind reads. Everything else of the record (paths of
+# caches, the task's own JSON, the backbone's fingerprint, settings the kind's fit never reads) stays out.
+TASK_DATA = ("source", "sampling")
+FILE_DATA = ("train_file", "eval_file", "text_column", "text_pair_column", "label_column", "multi_label")
+RUN_PLACE = ("device", "precision")
+SHARED_CLASSIFIER = ("max_length", "truncate", "long_text", "template", "threshold")
+# Training fields no parameter repeats: the seed and the learning rate are top-level parameters (the rate as the
+# run used it), and these others change neither the adapter nor its metrics.
+NOT_PARAMS = frozenset({"seed", "lr", "progress", "eval_batch_size", "feature_store", "feature_store_dir"})
+
+
+def _record_kind(record: Mapping[str, Any]) -> Any:
+    """The registered kind the record's classifier names (``None``: unknown here, e.g. a record of a newer
+    version, whose training settings are then all logged)."""
+    classifier = record.get("classifier")
+    name = classifier.get("kind") if isinstance(classifier, Mapping) else None
+    from infoprompt.kinds import KINDS  # the model code: loaded already once a run has trained
+
+    return KINDS.get(name) if isinstance(name, str) else None
+
+
 def run_params(record: Mapping[str, Any]) -> dict[str, str]:
-    """The run's settings as flat MLflow parameters: the spec as given (``spec.training.epochs``), the
-    classifier as resolved (``classifier.max_length``, ``classifier.options.beta``) and the learning rate the
-    run used."""
+    """The run's settings as flat MLflow parameters, only those of the run's kind: the axes (``task``,
+    ``method``, ``kind``, ``shots``, ``seed``, ``backbone``; ``n_prompts`` for kinds with prompts), the learning
+    rate the run used where its kind's fit reads one, the training settings its fit reads
+    (``spec.training.epochs``), where it ran, the data it read, the shared classifier fields
+    (``classifier.max_length``) and the kind's own options as resolved (``classifier.options.beta``)."""
+    kind = _record_kind(record)
+    read = None if kind is None else set(kind.training_options)
+    options = None if kind is None else set(kind.options.names())
     params: dict[str, str] = {}
-    for name in ("task", "method", "shots", "n_prompts", "seed", "backbone", "lr", "n_train", "steps"):
+    for name in ("task", "method", "shots", "seed", "backbone", "n_train", "steps"):
         if name in record:
             _flatten(name, record[name], params)
-    _flatten("spec", record.get("spec", {}), params)
-    _flatten("classifier", record.get("classifier", {}), params)
+    classifier = _mapping(record.get("classifier"))
+    if isinstance(classifier.get("kind"), str):
+        params["kind"] = classifier["kind"]
+    if "n_prompts" in record and (options is None or "n_prompts" in options):
+        _flatten("n_prompts", record["n_prompts"], params)
+    if record.get("lr") is not None and (read is None or "lr" in read):
+        _flatten("lr", record["lr"], params)
+    spec = _mapping(record.get("spec"))
+    for name, value in _mapping(spec.get("training")).items():
+        if value is not None and name not in NOT_PARAMS and (name in RUN_PLACE or read is None or name in read):
+            _flatten(f"spec.training.{name}", value, params)
+    for name in FILE_DATA if spec.get("train_file") is not None else TASK_DATA:
+        if spec.get(name) is not None:
+            _flatten(f"spec.{name}", spec[name], params)
+    for name in SHARED_CLASSIFIER:
+        if classifier.get(name) is not None:
+            _flatten(f"classifier.{name}", classifier[name], params)
+    for name, value in _mapping(classifier.get("options")).items():
+        if options is None or name in options:
+            _flatten(f"classifier.options.{name}", value, params)
     return params
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _number(value: Any) -> bool:

@@ -57,10 +57,15 @@ def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir,
     runs = mlflow.search_runs(experiment_names=["tests"])
     assert list(runs["run_id"]) == [run_id] and runs.loc[0, "status"] == "FINISHED"
     assert runs.loc[0, "tags.mlflow.runName"] == "sst2-run"
-    # Parameters: the spec as given and the classifier as resolved.
+    # Parameters: the training settings the kind's fit reads, as given, and the classifier as resolved.
     assert runs.loc[0, "params.task"] == "sst2" and runs.loc[0, "params.method"] == "infoprompt"
+    assert runs.loc[0, "params.kind"] == "prompt" and runs.loc[0, "params.n_prompts"] == "4"
     assert runs.loc[0, "params.spec.training.epochs"] == "2" and runs.loc[0, "params.classifier.max_length"] == "32"
     assert float(runs.loc[0, "params.classifier.options.beta"]) == record["classifier"]["options"]["beta"]
+    params = {column[len("params."):] for column in runs.columns if column.startswith("params.")}
+    options = {f"classifier.options.{name}" for name in record["classifier"]["options"]}
+    assert options <= params and not [p for p in params - options if p.startswith("classifier.options.")]
+    assert not {"spec.data_dir", "spec.cache_dir", "classifier.task_spec", "spec.training.progress"} & params
     # Final metrics, and per-step losses and information terms with their step numbers.
     assert runs.loc[0, "metrics.accuracy"] == pytest.approx(record["metrics"]["accuracy"])
     client = mlflow.MlflowClient(store.as_uri())
@@ -110,3 +115,30 @@ def test_the_tracked_runner_travels_to_workers(tmp_path):
     pytest.importorskip("mlflow")
     runner = TrackedRunner(pipeline.run_training, make_tracker("mlflow", str(tmp_path / "mlruns")))
     assert pickle.loads(pickle.dumps(runner)) == runner
+
+
+def test_a_probe_run_logs_only_its_kind_options_and_the_settings_it_reads(tiny_bert_dir, tmp_path, one_thread):
+    pytest.importorskip("mlflow")
+    from test_sweep_files import write_csv
+
+    from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.tracking import run_params
+    from infoprompt.training.config import TrainConfig
+
+    train = tmp_path / "intents.csv"
+    write_csv(train, 4)
+    spec = RunSpec(task=None, method="linear-probe", shots=None, backbone=str(tiny_bert_dir), train_file=str(train),
+                   text_column="utterance", label_column="intent", classifier={"max_length": 32},
+                   training=TrainConfig(progress=False))
+    params = run_params(run_training(spec))
+    # The axes, the one option of the probe's kind, the one training setting its fit reads, where it ran, the
+    # data it read and the classifier fields every kind reads: no prompt or gradient-loop settings.
+    assert params == {
+        "task": "intents", "method": "linear-probe", "kind": "linear-probe", "shots": "full", "seed": "1",
+        "backbone": str(tiny_bert_dir), "n_train": "12", "steps": params["steps"],
+        "spec.training.holdout_fraction": "0.25", "spec.training.device": "auto", "spec.training.precision": "fp32",
+        "spec.train_file": str(train), "spec.text_column": "utterance", "spec.label_column": "intent",
+        "spec.multi_label": "false", "classifier.max_length": "32", "classifier.truncate": "true",
+        "classifier.long_text": "truncate", "classifier.template": params["classifier.template"],
+        "classifier.options.pooling": "mean",
+    }
