@@ -154,9 +154,33 @@ def test_a_file_changed_while_the_sweep_runs_stops_it(support_files, tmp_path):
                 "backbone": spec.backbone, "primary_metric": "accuracy", "metrics": {"accuracy": 0.5}}
 
     backbones = BackboneCache(loader=lambda name, cache_dir=None: FakeBackbone())
-    with pytest.raises(UserError, match=r"support-test.csv changed while the sweep ran \(sha256 \w{12} when it started"):
+    with pytest.raises(UserError, match=r"support-test.csv changed while the sweep ran \(sha256 \w{12} when it "):
         run_sweep(cells, tmp_path / "results", runner=runner, backbones=backbones, progress=False,
                   echo=lambda _: None)
     assert calls == [1]  # the first cell ran on the file as loaded; none after it changed
     recorded = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("*.json")]
     assert [r["seed"] for r in recorded] == [1]
+
+
+def test_a_tracked_sweep_on_your_file_names_its_runs_by_cell_and_registers_each_model(support_files, tiny_bert_dir,
+                                                                                      tmp_path, monkeypatch,
+                                                                                      one_thread):
+    mlflow = pytest.importorskip("mlflow")
+    train, test = support_files
+    store, results = tmp_path / "mlruns", tmp_path / "results"
+    assert main(["sweep", "--grid", grid_file(tmp_path, tiny_bert_dir), "--train-file", str(train), "--eval-file",
+                 str(test), "--task-name", "support", "--text-column", "utterance", "--label-column", "intent",
+                 "--methods", "linear-probe", "--shots", "2", "--seeds", "1,2", "--results", str(results), "--quiet",
+                 "--track", "mlflow", "--tracking-uri", str(store), "--register-model", "support"]) == 0
+    records = {r["cell"]: r for r in load_records(results)}
+    assert set(records) == {f"task=support/method=linear-probe/shots=2/np=0/seed={seed}" for seed in (1, 2)}
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.chdir(tmp_path)  # MLflow 3.18 makes ./mlflow.db when it searches a file store's registry
+    client = mlflow.MlflowClient(store.as_uri())
+    for cell_id, record in records.items():
+        run = client.get_run(record["tracking"]["run_id"])
+        assert run.data.tags["mlflow.runName"] == cell_id and run.data.params["task"] == "support"
+        assert run.data.params["spec.train_file"] == str(train)
+    versions = {record["tracking"]["registered_model_version"] for record in records.values()}
+    assert versions == {"1", "2"}
+    assert {str(v.version) for v in client.search_model_versions("name='support'")} == versions

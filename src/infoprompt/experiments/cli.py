@@ -88,7 +88,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['running']} running, "
               f"{counts['failed']} failed, {counts['todo']} to run")
         return 0
-    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
+    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     runner = TrackedRunner(run_training, tracker) if tracker is not None else run_training
     print(f"sweep: {len(cells)} cell(s){label} -> {args.results}" + (" on Ray" if backend is not None else ""))
     if backend is None:
