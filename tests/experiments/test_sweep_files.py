@@ -184,3 +184,19 @@ def test_a_tracked_sweep_on_your_file_names_its_runs_by_cell_and_registers_each_
     versions = {record["tracking"]["registered_model_version"] for record in records.values()}
     assert versions == {"1", "2"}
     assert {str(v.version) for v in client.search_model_versions("name='support'")} == versions
+
+
+def test_without_an_evaluation_file_the_sweep_says_report_has_nothing_to_tabulate(support_files, tiny_bert_dir,
+                                                                                  tmp_path, capsys, one_thread):
+    train, _ = support_files
+    results = tmp_path / "results"
+    assert main(["sweep", "--grid", grid_file(tmp_path, tiny_bert_dir), "--train-file", str(train), "--text-column",
+                 "utterance", "--label-column", "intent", "--methods", "linear-probe", "--shots", "2", "--seeds", "1",
+                 "--results", str(results), "--quiet"]) == 0
+    assert "support-tickets has no evaluation file (--eval-file)" in capsys.readouterr().err
+    [record] = load_records(results)
+    assert record["status"] == "ok" and record["metrics"] == {} and record["settings"]["data"].keys() == {
+        "train_sha256", "columns"}
+    assert main(["report", str(results)]) == 2
+    assert "has metrics to tabulate (a sweep on your own file evaluates its cells only with --eval-file)" in \
+        capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from infoprompt.errors import UserError
@@ -88,6 +89,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['running']} running, "
               f"{counts['failed']} failed, {counts['todo']} to run")
         return 0
+    unevaluated = sorted({cell.task for cell in cells if cell.files is not None and cell.files.eval_file is None})
+    if unevaluated:
+        print(f"sweep: note: {', '.join(unevaluated)} has no evaluation file (--eval-file), so its cells are "
+              f"trained but not scored, and report has nothing to tabulate for it", file=sys.stderr)
     tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     runner = TrackedRunner(run_training, tracker) if tracker is not None else run_training
     print(f"sweep: {len(cells)} cell(s){label} -> {args.results}" + (" on Ray" if backend is not None else ""))
