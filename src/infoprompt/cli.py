@@ -151,13 +151,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_file=args.train_file, eval_file=args.eval_file, keep_training_state=args.keep_training_state,
         **file_columns(args),
     )
-    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
+    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     record = run_training(spec, args.out, overwrite=args.overwrite)
     if not process_state().is_main_process:
         return 0  # under accelerate launch the main process reports (and wrote) the run
     if tracker is not None:
         record = track_run(tracker, args.out, record, run_name=Path(args.out).name)
-        print(f"tracked: {record['tracking']['tracking_uri']} run {record['tracking']['run_id']}")
+        tracked = record["tracking"]
+        registered = tracked.get("registered_model")
+        model = (f"models:/{registered}/{tracked['registered_model_version']}"
+                 if registered and "registered_model_version" in tracked else tracked.get("model_uri"))
+        print(f"tracked: {tracked['tracking_uri']} run {tracked['run_id']}" + (f", model {model}" if model else ""))
     metrics = ", ".join(f"{k}={v:.4f}" for k, v in record["metrics"].items())
     print(f"{record['task']} {record['method']} seed={record['seed']} shots={record['shots']}: {metrics} "
           f"({record['timings']['total_s']:.1f} s) -> {args.out}")

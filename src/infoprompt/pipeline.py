@@ -74,6 +74,8 @@ class RunSpec:
             text, the optional second text of a pair and the label(s) (see :class:`~infoprompt.tasks.FileColumns`).
         keep_training_state: also store the parameters only training uses (the prompt kind's critics), in
             ``training_state.safetensors``; the adapter itself holds what prediction needs.
+        task_name: with ``train_file``, the name of the task built from it (default: the file's stem, see
+            :func:`~infoprompt.tasks.user_task.file_task_name`); a sweep names each file's cells by it.
     """
 
     task: str | None
@@ -95,10 +97,14 @@ class RunSpec:
     label_column: str = "label"
     multi_label: bool = False
     keep_training_state: bool = False
+    task_name: str | None = None
 
     def __post_init__(self) -> None:
         if (self.task is None) == (self.train_file is None):
             raise UserError("give a task (--task) or your own training file (--train-file), not both or neither")
+        if self.task_name is not None and self.train_file is None:
+            raise UserError("--task-name names the task of your own training file (--train-file); a built-in "
+                            "task has its name")
         if self.eval_file is not None and self.train_file is None:
             raise UserError("--eval-file goes with --train-file (a built-in task has its own evaluation split)")
         self.columns()  # bad column options fail here
@@ -149,7 +155,7 @@ def read_run_data(spec: RunSpec) -> RunData:
         return RunData(task, read_split(task, task.train_split, spec.data_dir, spec.source),
                        read_split(task, task.eval_split, spec.data_dir, spec.source), task.eval_split)
     columns = spec.columns()
-    task, train = task_from_file(spec.train_file, columns)
+    task, train = task_from_file(spec.train_file, columns, name=spec.task_name)
     evaluation: list[Example] = []
     if spec.eval_file is not None:
         evaluation = read_labelled_file(spec.eval_file, columns)

@@ -1,4 +1,5 @@
-"""Experiment tracking: once a run has finished, send its settings, loss history, metrics and adapter to MLflow."""
+"""Experiment tracking: once a run has finished, send its settings, loss history, metrics and adapter to MLflow
+(the adapter as an MLflow model, see :mod:`infoprompt.mlflow_model`)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ LOG_NAME = "train_log.jsonl"
 TRACKERS = ("mlflow",)
 DEFAULT_TRACKING_URI = "./mlruns"
 DEFAULT_EXPERIMENT = "infoprompt"
-ARTIFACT_PATH = "adapter"
+# The run's own files (metrics.json, train_log.jsonl) go under this artifact path; the adapter is the run's model.
+ARTIFACT_PATH = "run"
 RECORD_FIELD = "tracking"
 # MLflow refuses longer values and bigger batches; records stay far below, but a long template must not fail a run.
 MAX_PARAM_CHARS = 6000
@@ -64,19 +66,27 @@ def add_tracking_options(parser: argparse.ArgumentParser) -> None:
                        help=f"MLflow tracking URI or a directory (default {DEFAULT_TRACKING_URI}: a local store, "
                             "no server)")
     group.add_argument("--tracking-experiment", help=f"MLflow experiment name (default {DEFAULT_EXPERIMENT})")
+    group.add_argument("--register-model", metavar="NAME",
+                       help="also register each run's model (the adapter, as an MLflow pyfunc model) in the MLflow "
+                            "model registry under NAME, a new version per run")
 
 
-def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None) -> Tracker | None:
+def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None,
+                 register_model: str | None = None) -> Tracker | None:
     """The tracker ``--track KIND`` names (``None``: no tracking), checked so that a missing package fails
     before a run starts."""
     if kind is None:
         if tracking_uri is not None or experiment is not None:
             raise UserError("--tracking-uri and --tracking-experiment need --track mlflow")
+        if register_model is not None:
+            raise UserError("--register-model needs --track mlflow")
         return None
     if kind != "mlflow":
         raise UserError(f"unknown tracker {kind!r}; valid trackers: {', '.join(TRACKERS)}")
+    if register_model is not None and not register_model.strip():
+        raise UserError("--register-model: expected a model name, got an empty one")
     uri = resolve_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
-    tracker = MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT)
+    tracker = MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT, register_model)
     tracker.check()
     return tracker
 
@@ -107,10 +117,12 @@ class MlflowTracker:
     Attributes:
         tracking_uri: an MLflow tracking URI; ``file:`` URIs are a local store needing no server.
         experiment: the MLflow experiment the runs go to (created on first use).
+        register_model: also register each run's model under this name in the store's model registry.
     """
 
     tracking_uri: str
     experiment: str = DEFAULT_EXPERIMENT
+    register_model: str | None = None
 
     def client(self) -> Any:
         mlflow = _import_mlflow()
@@ -127,6 +139,11 @@ class MlflowTracker:
         as an MLflow server, within :data:`CHECK_TIMEOUT_S` (as a Ray address is checked). Nothing is written:
         opening a file store would create it."""
         _import_mlflow()
+        try:
+            import pandas  # noqa: F401 - MLflow's pyfunc models, which the adapter is logged as, need it
+        except ImportError:
+            raise UserError("--track mlflow logs the adapter as an MLflow model, which needs pandas: "
+                            "pip install 'infoprompt[mlflow]'") from None
         scheme = urlparse(self.tracking_uri).scheme
         if scheme == "file":
             _check_store_directory(self.tracking_uri)
@@ -145,7 +162,7 @@ class MlflowTracker:
             reason = getattr(error, "strerror", None) or str(error)
             raise UserError(f"--tracking-uri {self.tracking_uri}: no MLflow server answers there ({reason})") from None
         once = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(CHECK_TIMEOUT_S)}
-        with _environment(once):
+        with scoped_environment(once):
             try:
                 self.client().search_experiments(max_results=1)
             except (MlflowException, OSError) as error:
@@ -171,7 +188,7 @@ class MlflowTracker:
         from mlflow.exceptions import MlflowException
 
         try:
-            with _environment({name: value for name, value in HTTP_BOUNDS.items() if name not in os.environ}):
+            with scoped_environment({name: value for name, value in HTTP_BOUNDS.items() if name not in os.environ}):
                 return self._log(run_dir, run_name, tags)
         except (MlflowException, OSError) as error:  # requests' errors (a server gone) are OSErrors
             raise UserError(f"{run_dir}: the run finished, but logging it to {self.tracking_uri} failed: "
@@ -194,13 +211,53 @@ class MlflowTracker:
                 client.log_batch(run_id, params=chunk)
             for chunk in _chunks(metrics, METRICS_PER_BATCH):
                 client.log_batch(run_id, metrics=chunk)
-            client.log_artifacts(run_id, str(run_dir), artifact_path=ARTIFACT_PATH)
+            for name in (METRICS_NAME, LOG_NAME):
+                if (run_dir / name).is_file():
+                    client.log_artifact(run_id, str(run_dir / name), artifact_path=ARTIFACT_PATH)
+            model = self._log_model(run_id, run_dir)
         except BaseException:
             client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
             raise
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
         return {"backend": "mlflow", "run_id": run_id, "experiment_id": experiment_id,
-                "tracking_uri": self.tracking_uri, "artifact_path": ARTIFACT_PATH}
+                "tracking_uri": self.tracking_uri, "artifact_path": ARTIFACT_PATH, **model}
+
+    def _log_model(self, run_id: str, run_dir: Path) -> dict[str, str]:
+        """The adapter as the run's pyfunc model (see :mod:`infoprompt.mlflow_model`), registered where MLflow's
+        registry URI says (by default this tracking store). MLflow logs models to the active run of its global
+        tracking store, so the store is this tracker's for the call (:func:`global_tracking_uri`)."""
+        import mlflow
+
+        from infoprompt.mlflow_model import log_adapter_model
+
+        with global_tracking_uri(self.tracking_uri), \
+                mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+            return log_adapter_model(run_dir, self.register_model)
+
+
+@contextmanager
+def global_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's global tracking URI set to ``uri`` for the block, and afterwards exactly as it was: unset if it
+    was (so that it follows ``MLFLOW_TRACKING_URI`` and the registry follows it again), and the environment
+    variable, which MLflow sets and unsets with it, as the caller had it."""
+    import mlflow
+
+    try:  # the one global MLflow keeps for it; unset (None) is a state that no public getter tells apart
+        from mlflow.tracking._tracking_service import utils as state
+
+        previous = getattr(state, "_tracking_uri", None)
+    except ImportError:
+        previous = mlflow.get_tracking_uri()
+    variable = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(previous)
+        if variable is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = variable
+        else:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 
 def _check_store_directory(uri: str) -> None:
@@ -217,7 +274,7 @@ def _check_store_directory(uri: str) -> None:
 
 
 @contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
+def scoped_environment(values: Mapping[str, str]) -> Iterator[None]:
     """``values`` in ``os.environ`` for the block (MLflow reads its HTTP settings from there on each request)."""
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
@@ -250,17 +307,67 @@ def _flatten(prefix: str, value: Any, into: dict[str, str]) -> None:
     into[prefix] = text[:MAX_PARAM_CHARS]
 
 
+# What a run's parameters hold besides its axes (task, method, shots, seed, backbone) and its kind's options:
+# the data it read (a built-in task's source and draw, or the user's files and columns), the training settings
+# that say where it ran, and the classifier fields every kind reads. Everything else of the record (paths of
+# caches, the task's own JSON, the backbone's fingerprint, settings the kind's fit never reads) stays out.
+TASK_DATA = ("source", "sampling")
+FILE_DATA = ("train_file", "eval_file", "text_column", "text_pair_column", "label_column", "multi_label")
+RUN_PLACE = ("device", "precision")
+SHARED_CLASSIFIER = ("max_length", "truncate", "long_text", "template", "threshold")
+# Training fields no parameter repeats: the seed and the learning rate are top-level parameters (the rate as the
+# run used it), and these others change neither the adapter nor its metrics.
+NOT_PARAMS = frozenset({"seed", "lr", "progress", "eval_batch_size", "feature_store", "feature_store_dir"})
+
+
+def _record_kind(record: Mapping[str, Any]) -> Any:
+    """The registered kind the record's classifier names (``None``: unknown here, e.g. a record of a newer
+    version, whose training settings are then all logged)."""
+    classifier = record.get("classifier")
+    name = classifier.get("kind") if isinstance(classifier, Mapping) else None
+    from infoprompt.kinds import KINDS  # the model code: loaded already once a run has trained
+
+    return KINDS.get(name) if isinstance(name, str) else None
+
+
 def run_params(record: Mapping[str, Any]) -> dict[str, str]:
-    """The run's settings as flat MLflow parameters: the spec as given (``spec.training.epochs``), the
-    classifier as resolved (``classifier.max_length``, ``classifier.options.beta``) and the learning rate the
-    run used."""
+    """The run's settings as flat MLflow parameters, only those of the run's kind: the axes (``task``,
+    ``method``, ``kind``, ``shots``, ``seed``, ``backbone``; ``n_prompts`` for kinds with prompts), the learning
+    rate the run used where its kind's fit reads one, the training settings its fit reads
+    (``spec.training.epochs``), where it ran, the data it read, the shared classifier fields
+    (``classifier.max_length``) and the kind's own options as resolved (``classifier.options.beta``)."""
+    kind = _record_kind(record)
+    read = None if kind is None else set(kind.training_options)
+    options = None if kind is None else set(kind.options.names())
     params: dict[str, str] = {}
-    for name in ("task", "method", "shots", "n_prompts", "seed", "backbone", "lr", "n_train", "steps"):
+    for name in ("task", "method", "shots", "seed", "backbone", "n_train", "steps"):
         if name in record:
             _flatten(name, record[name], params)
-    _flatten("spec", record.get("spec", {}), params)
-    _flatten("classifier", record.get("classifier", {}), params)
+    classifier = _mapping(record.get("classifier"))
+    if isinstance(classifier.get("kind"), str):
+        params["kind"] = classifier["kind"]
+    if "n_prompts" in record and (options is None or "n_prompts" in options):
+        _flatten("n_prompts", record["n_prompts"], params)
+    if record.get("lr") is not None and (read is None or "lr" in read):
+        _flatten("lr", record["lr"], params)
+    spec = _mapping(record.get("spec"))
+    for name, value in _mapping(spec.get("training")).items():
+        if value is not None and name not in NOT_PARAMS and (name in RUN_PLACE or read is None or name in read):
+            _flatten(f"spec.training.{name}", value, params)
+    for name in FILE_DATA if spec.get("train_file") is not None else TASK_DATA:
+        if spec.get(name) is not None:
+            _flatten(f"spec.{name}", spec[name], params)
+    for name in SHARED_CLASSIFIER:
+        if classifier.get(name) is not None:
+            _flatten(f"classifier.{name}", classifier[name], params)
+    for name, value in _mapping(classifier.get("options")).items():
+        if options is None or name in options:
+            _flatten(f"classifier.options.{name}", value, params)
     return params
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _number(value: Any) -> bool:
@@ -306,9 +413,14 @@ def _log_entries(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def cell_run_name(spec: RunSpec) -> str:
-    """A sweep cell's name, as its record path spells it."""
+    """A sweep cell's name, as its record path spells it (a cell on the user's file: that file's task name)."""
+    task = spec.task
+    if task is None:
+        from infoprompt.tasks.user_task import file_task_name
+
+        task = spec.task_name or file_task_name(str(spec.train_file))
     shots = "full" if spec.shots is None else spec.shots
-    return f"task={spec.task}/method={spec.method}/shots={shots}/np={spec.n_prompts}/seed={spec.seed}"
+    return f"task={task}/method={spec.method}/shots={shots}/np={spec.n_prompts}/seed={spec.seed}"
 
 
 def track_run(tracker: Tracker, run_dir: str | os.PathLike[str], record: dict[str, Any], *, run_name: str,

@@ -184,3 +184,35 @@ def test_the_head_check_knows_a_real_ray_head(ray_head):
     from infoprompt.experiments.ray_backend import _check_reachable
 
     _check_reachable(ray.get_runtime_context().gcs_address)  # answers in HTTP/2, as gRPC does: no error
+
+
+@pytest.mark.slow
+def test_a_sweep_on_your_file_runs_on_ray_as_locally_and_a_changed_file_stops_it(ray_head, tiny_bert_dir, tmp_path,
+                                                                                  one_thread):
+    from test_sweep_files import write_csv
+
+    train, test = tmp_path / "intents.csv", tmp_path / "intents-test.csv"
+    write_csv(train, 6)
+    write_csv(test, 3, offset=2)
+    settings = {"methods": ["linear-probe"], "shots": [2], "seeds": [1, 2], "backbone": str(tiny_bert_dir),
+                "classifier": {"max_length": 32}, "train_file": str(train), "eval_file": str(test),
+                "text_column": "utterance", "label_column": "intent"}
+    cells = load_cells(None, settings)
+    summary = run_sweep_ray(cells, tmp_path / "ray", runner=run_training, options=RayOptions(), progress=False,
+                            echo=_quiet)
+    assert summary.finished == 2 and not summary.failed
+    run_sweep(cells, tmp_path / "local", runner=run_training, backbones=BackboneCache(), progress=False, echo=_quiet)
+    on_ray = {r["cell"]: r for r in load_records(tmp_path / "ray")}
+    local = {r["cell"]: r for r in load_records(tmp_path / "local")}
+    assert on_ray.keys() == local.keys() == {f"task=intents/method=linear-probe/shots=2/np=0/seed={s}" for s in (1, 2)}
+    for cell_id in local:
+        assert _stable(on_ray[cell_id]) == _stable(local[cell_id]), cell_id
+
+    # The file changes once the sweep has loaded it: the worker refuses the cell, and the sweep stops with its line.
+    more = load_cells(None, {**settings, "seeds": [3]})
+    with train.open("a", encoding="utf-8") as handle:
+        handle.write("good film,praise\n")
+    with pytest.raises(UserError, match=r"intents.csv changed while the sweep ran"):
+        run_sweep_ray(more, tmp_path / "ray", runner=run_training, options=RayOptions(max_retries=0), progress=False,
+                      echo=_quiet)
+    assert len(load_records(tmp_path / "ray")) == 2 and not list((tmp_path / "ray").rglob("*.claim"))

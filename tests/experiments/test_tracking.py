@@ -12,7 +12,6 @@ import pytest
 from infoprompt import pipeline
 from infoprompt.cli import main
 from infoprompt.errors import UserError
-from infoprompt.kinds.config import CONFIG_NAME
 from infoprompt.tracking import LOG_NAME, METRICS_NAME, TrackedRunner, make_tracker, resolve_tracking_uri
 
 
@@ -57,10 +56,15 @@ def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir,
     runs = mlflow.search_runs(experiment_names=["tests"])
     assert list(runs["run_id"]) == [run_id] and runs.loc[0, "status"] == "FINISHED"
     assert runs.loc[0, "tags.mlflow.runName"] == "sst2-run"
-    # Parameters: the spec as given and the classifier as resolved.
+    # Parameters: the training settings the kind's fit reads, as given, and the classifier as resolved.
     assert runs.loc[0, "params.task"] == "sst2" and runs.loc[0, "params.method"] == "infoprompt"
+    assert runs.loc[0, "params.kind"] == "prompt" and runs.loc[0, "params.n_prompts"] == "4"
     assert runs.loc[0, "params.spec.training.epochs"] == "2" and runs.loc[0, "params.classifier.max_length"] == "32"
     assert float(runs.loc[0, "params.classifier.options.beta"]) == record["classifier"]["options"]["beta"]
+    params = {column[len("params."):] for column in runs.columns if column.startswith("params.")}
+    options = {f"classifier.options.{name}" for name in record["classifier"]["options"]}
+    assert options <= params and not [p for p in params - options if p.startswith("classifier.options.")]
+    assert not {"spec.data_dir", "spec.cache_dir", "classifier.task_spec", "spec.training.progress"} & params
     # Final metrics, and per-step losses and information terms with their step numbers.
     assert runs.loc[0, "metrics.accuracy"] == pytest.approx(record["metrics"]["accuracy"])
     client = mlflow.MlflowClient(store.as_uri())
@@ -72,10 +76,12 @@ def test_a_tracked_run_reads_back_from_the_mlflow_store(tiny_bert_dir, data_dir,
     periodic = [e for e in _log_entries(out / LOG_NAME) if e["type"] == "eval"]
     evaluated = [m.step for m in client.get_metric_history(run_id, "eval.accuracy")]
     assert periodic and evaluated == [e["step"] for e in periodic]
-    # The adapter, as an artifact that loads and predicts as the saved one does.
-    names = {Path(a.path).name for a in client.list_artifacts(run_id, "adapter")}
-    assert {"adapter_model.safetensors", CONFIG_NAME, METRICS_NAME, LOG_NAME} <= names
-    downloaded = Path(client.download_artifacts(run_id, "adapter", str(tmp_path / "download")))
+    # The run's record and log as artifacts; the adapter as the run's model, whose adapter directory loads as
+    # the saved one does.
+    assert {Path(a.path).name for a in client.list_artifacts(run_id, "run")} == {METRICS_NAME, LOG_NAME}
+    downloaded = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model/artifacts/adapter",
+                                                          dst_path=str(tmp_path / "download")))
+    assert {p.name for p in downloaded.iterdir()} == {p.name for p in out.iterdir()} - {METRICS_NAME, LOG_NAME}
     assert (downloaded / "adapter_model.safetensors").read_bytes() == (out / "adapter_model.safetensors").read_bytes()
     assert load_adapter(downloaded).config.to_json() == load_adapter(out).config.to_json()
 
@@ -110,3 +116,114 @@ def test_the_tracked_runner_travels_to_workers(tmp_path):
     pytest.importorskip("mlflow")
     runner = TrackedRunner(pipeline.run_training, make_tracker("mlflow", str(tmp_path / "mlruns")))
     assert pickle.loads(pickle.dumps(runner)) == runner
+
+
+def test_a_probe_run_logs_only_its_kind_options_and_the_settings_it_reads(tiny_bert_dir, tmp_path, one_thread):
+    pytest.importorskip("mlflow")
+    from test_sweep_files import write_csv
+
+    from infoprompt.pipeline import RunSpec, run_training
+    from infoprompt.tracking import run_params
+    from infoprompt.training.config import TrainConfig
+
+    train = tmp_path / "intents.csv"
+    write_csv(train, 4)
+    spec = RunSpec(task=None, method="linear-probe", shots=None, backbone=str(tiny_bert_dir), train_file=str(train),
+                   text_column="utterance", label_column="intent", classifier={"max_length": 32},
+                   training=TrainConfig(progress=False))
+    params = run_params(run_training(spec))
+    # The axes, the one option of the probe's kind, the one training setting its fit reads, where it ran, the
+    # data it read and the classifier fields every kind reads: no prompt or gradient-loop settings.
+    assert params == {
+        "task": "intents", "method": "linear-probe", "kind": "linear-probe", "shots": "full", "seed": "1",
+        "backbone": str(tiny_bert_dir), "n_train": "12", "steps": params["steps"],
+        "spec.training.holdout_fraction": "0.25", "spec.training.device": "auto", "spec.training.precision": "fp32",
+        "spec.train_file": str(train), "spec.text_column": "utterance", "spec.label_column": "intent",
+        "spec.multi_label": "false", "classifier.max_length": "32", "classifier.truncate": "true",
+        "classifier.long_text": "truncate", "classifier.template": params["classifier.template"],
+        "classifier.options.pooling": "mean",
+    }
+
+
+def test_the_adapter_is_an_mlflow_model_that_predicts_as_the_library_does(tiny_bert_dir, tmp_path, capsys,
+                                                                          monkeypatch, one_thread):
+    mlflow = pytest.importorskip("mlflow")
+    pd = pytest.importorskip("pandas")
+    from test_sweep_files import write_csv
+
+    from infoprompt.kinds import load_adapter
+    from infoprompt.training.inference import predict
+
+    train, test = tmp_path / "intents.csv", tmp_path / "intents-test.csv"
+    write_csv(train, 6)
+    write_csv(test, 3, offset=2)
+    store, out = tmp_path / "mlruns", tmp_path / "run"
+    assert main(["train", "--train-file", str(train), "--eval-file", str(test), "--text-column", "utterance",
+                 "--label-column", "intent", "--method", "linear-probe", "--backbone", str(tiny_bert_dir),
+                 "--max-length", "32", "--out", str(out), "--quiet", "--track", "mlflow", "--tracking-uri",
+                 str(store), "--register-model", "intents"]) == 0
+    tracked = json.loads((out / METRICS_NAME).read_text())["tracking"]
+    assert (tracked["registered_model"], tracked["registered_model_version"]) == ("intents", "1")
+    assert tracked["model_uri"].startswith("models:/") and "model models:/intents/1" in capsys.readouterr().out
+
+    # Nothing pickled: the model is the adapter's files (safetensors and JSON) and the code that loads them.
+    assert not [p for p in store.rglob("*") if p.suffix in (".pkl", ".pickle", ".cloudpickle")]
+    [mlmodel] = store.rglob("MLmodel")
+    assert "loader_module: mlflow.pyfunc.loaders.code_model" in mlmodel.read_text()  # MLflow's models from code
+    assert (mlmodel.parent / "mlflow_model_code.py").is_file()
+    adapter = mlmodel.parent / "artifacts" / "adapter"
+    assert {p.name for p in adapter.iterdir()} == {p.name for p in out.iterdir()} - {METRICS_NAME, LOG_NAME}
+
+    # Read back as on MLflow 3: a file store needs the opt-in in the reading process too.
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri(store.as_uri())
+    frame = pd.read_csv(test)  # the evaluation file as it is: its label column is left out
+    expected = predict(load_adapter(out), [{"text": text} for text in frame["utterance"]])
+    for uri in (tracked["model_uri"], "models:/intents/1", f"runs:/{tracked['run_id']}/model"):
+        got = mlflow.pyfunc.load_model(uri).predict(frame)
+        assert list(got["label"]) == [record["label"] for record in expected], uri
+        for probabilities, record in zip(got["probabilities"], expected, strict=True):
+            assert probabilities == pytest.approx(record["probabilities"])
+    by_field = mlflow.pyfunc.load_model("models:/intents/1").predict(pd.DataFrame({"text": list(frame["utterance"])}))
+    assert list(by_field["label"]) == [record["label"] for record in expected]  # the field's own name serves too
+
+
+def test_model_inputs_are_read_by_the_training_file_columns_or_the_field_names():
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("mlflow")
+    from infoprompt.mlflow_model import input_rows
+    from infoprompt.tasks import FileColumns, user_task
+
+    task = user_task("pairs", FileColumns(text_column="question1", text_pair_column="question2"), ["no", "yes"])
+    rows = [{"text": "is it a dog", "text_pair": "was it a cat"}, {"text": "he ran", "text_pair": "he sat"}]
+    as_file = pd.DataFrame({"question1": ["is it a dog", "he ran"], "question2": ["was it a cat", "he sat"],
+                            "label": ["no", "yes"]})
+    assert input_rows(as_file, task) == rows
+    assert input_rows(pd.DataFrame(rows), task) == rows
+    assert input_rows([("is it a dog", "was it a cat"), ("he ran", "he sat")], task) == rows
+    with pytest.raises(UserError, match=r"no column 'question2' or 'text_pair' for the task's field text_pair; "
+                                        r"columns present: 'question1'"):
+        input_rows(as_file[["question1"]], task)
+    with pytest.raises(UserError, match=r"model input row 1: empty text field\(s\) text_pair"):
+        input_rows(pd.DataFrame({"question1": ["a", "b"], "question2": ["c", None]}), task)
+
+
+def test_register_model_needs_track(tmp_path, capsys):
+    assert main(["train", "--task", "sst2", "--out", str(tmp_path / "run"), "--register-model", "x"]) == 2
+    assert "--register-model needs --track mlflow" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_global_tracking_uri_is_put_back_as_it_was(monkeypatch, tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.tracking._tracking_service import utils as state
+
+    from infoprompt.tracking import global_tracking_uri
+
+    monkeypatch.setattr(state, "_tracking_uri", None)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "elsewhere").as_uri())
+    with global_tracking_uri((tmp_path / "store").as_uri()):
+        assert mlflow.get_tracking_uri() == (tmp_path / "store").as_uri()
+    # unset again, so that the caller's variable, and the registry that follows the tracking URI, hold as before
+    assert state._tracking_uri is None and mlflow.get_tracking_uri() == (tmp_path / "elsewhere").as_uri()
+    assert mlflow.get_registry_uri() == (tmp_path / "elsewhere").as_uri()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from infoprompt.errors import UserError
@@ -32,9 +33,12 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     for axis in ("tasks", "methods", "shots", "n_prompts", "seeds"):
         if getattr(args, axis) is not None:
             overrides[axis] = getattr(args, axis)
-    for name in ("backbone", "data_dir", "cache_dir", "source", "sampling"):
+    for name in ("backbone", "data_dir", "cache_dir", "source", "sampling", "train_file", "eval_file", "task_name",
+                 "text_column", "text_pair_column", "label_column"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
+    if args.multi_label:
+        overrides["multi_label"] = True
     names = ("epochs", "batch_size", "max_steps", "eval_every_epochs", "device", "precision")
     training = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     if args.no_feature_cache:
@@ -85,7 +89,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{len(cells)} cell(s){label}: {counts['done']} done, {counts['running']} running, "
               f"{counts['failed']} failed, {counts['todo']} to run")
         return 0
-    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment)
+    unevaluated = sorted({cell.task for cell in cells if cell.files is not None and cell.files.eval_file is None})
+    if unevaluated:
+        print(f"sweep: note: {', '.join(unevaluated)} has no evaluation file (--eval-file), so its cells are "
+              f"trained but not scored, and report has nothing to tabulate for it", file=sys.stderr)
+    tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     runner = TrackedRunner(run_training, tracker) if tracker is not None else run_training
     print(f"sweep: {len(cells)} cell(s){label} -> {args.results}" + (" on Ray" if backend is not None else ""))
     if backend is None:
@@ -116,6 +124,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_sweep_file_options(parser: argparse.ArgumentParser) -> None:
+    """``train``'s options for the user's own file, for ``sweep``: every flag defaults to unset, so that a grid
+    file's keys of the same names (``train_file``, ``text_column``, ...) hold unless a flag replaces them."""
+    group = parser.add_argument_group("your own data (CSV, TSV, JSON lines, Parquet), instead of --tasks")
+    group.add_argument("--train-file", help="your labelled training file: every cell trains on it (its labels, at "
+                       "least 2 classes, are the adapter's classes; --shots K draws K per class with each seed); "
+                       "a resumed sweep refuses the file if its content changed (the records keep its SHA-256)")
+    group.add_argument("--eval-file", help="a labelled file every cell is evaluated on; without it there is no "
+                       "final evaluation (metrics are empty, so report has nothing to tabulate)")
+    group.add_argument("--task-name", help="the task's name in the results (task=NAME/...) and the adapters "
+                       "(default: the training file's stem)")
+    group.add_argument("--text-column", help="column of the text (default text)")
+    group.add_argument("--text-pair-column", help="column of the second text of a sentence pair")
+    group.add_argument("--label-column", help="column of the label (default label)")
+    group.add_argument("--multi-label", action="store_true",
+                       help="a label cell holds several labels (a|b or a JSON list)")
+
+
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, parse_shots
     from infoprompt.tracking import add_tracking_options
@@ -135,7 +161,8 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
              "blocks they run the part of it you name",
     )
     sweep.add_argument("--methods", type=_csv, help="comma-separated methods")
-    sweep.add_argument("--shots", type=lambda v: [parse_shots(x) for x in _csv(v)], help="e.g. 64,256,full")
+    sweep.add_argument("--shots", type=lambda v: [parse_shots(x) for x in _csv(v)],
+                       help="e.g. 64,256,full (default 64); with --train-file, examples per class")
     sweep.add_argument("--n-prompts", type=_ints, help="e.g. 1,4")
     sweep.add_argument("--seeds", type=_ints, help="e.g. 1,2,3")
     sweep.add_argument("--backbone", help="minilm, mpnet, a Hugging Face id or a local path")
@@ -159,6 +186,7 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
                        help="how the few-shot draw shares the shots over classes (default: the grid's, else proportional)")
     sweep.add_argument("--cache-dir", help="where packaged backbones are extracted")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_sweep_file_options(sweep)
     ray = sweep.add_argument_group("backend")
     ray.add_argument("--backend", choices=("local", "ray"), default="local",
                      help="local: cells run in this process (default); ray: each cell is a Ray task")

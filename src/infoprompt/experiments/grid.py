@@ -16,17 +16,24 @@ from infoprompt.io_utils import read_lines
 from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
 from infoprompt.kinds.registry import KINDS, get_method
 from infoprompt.pipeline import RunSpec
-from infoprompt.tasks import get_task
+from infoprompt.tasks import FileColumns, check_eval_labels, get_task, read_labelled_file, task_from_file
 from infoprompt.tasks.sampling import ALLOCATIONS
 from infoprompt.training.config import TrainConfig
 
 AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
-SETTINGS = ("backbone", "training", "classifier", "source", "sampling", "data_dir", "cache_dir")
+# A block on the user's own file names it (and an evaluation file, the task's name, the columns) with the keys
+# of `train --config`; its task is the file's, so it lists no tasks.
+FILE_KEYS = ("train_file", "eval_file", "task_name", "text_column", "text_pair_column", "label_column", "multi_label")
+SETTINGS = ("backbone", "training", "classifier", "source", "sampling", "data_dir", "cache_dir", *FILE_KEYS)
 DEFAULT_BLOCK: dict[str, Any] = {
     "methods": ["infoprompt"], "shots": [64], "n_prompts": [4], "seeds": [1, 2, 3],
     "backbone": "minilm", "training": {}, "classifier": {}, "source": "files", "sampling": "proportional",
     "data_dir": None, "cache_dir": None,
+    "train_file": None, "eval_file": None, "task_name": None, "text_column": "text", "text_pair_column": None,
+    "label_column": "label", "multi_label": False,
 }
+FILE_TASK_HINT = ("a block with train_file takes its task from that file (named by task_name, else by the file's "
+                  "stem), so it lists no tasks")
 # Fields of TrainConfig a grid may set; the seed comes from the cell and progress bars are the sweep's business.
 TRAINING_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("seed", "progress"))
 
@@ -43,6 +50,51 @@ def shots_label(shots: int | None) -> str:
     return "full" if shots is None else str(shots)
 
 
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a data file's bytes: what a sweep's records keep, to refuse mixing two versions of it."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """The user's own data of a sweep cell: the training file, the optional evaluation file, the columns read
+    from them, and each file's SHA-256 when the grid was loaded.
+
+    The hashes, not the paths, are part of the cell's settings: a file moved elsewhere resumes its sweep, and a
+    file whose content changed is refused (:meth:`changed`, :func:`~infoprompt.experiments.sweep.cell_status`)
+    rather than mixed with records of its earlier version.
+    """
+
+    train_file: str
+    columns: FileColumns
+    train_sha256: str
+    eval_file: str | None = None
+    eval_sha256: str | None = None
+
+    def settings(self) -> dict[str, Any]:
+        columns = {name: getattr(self.columns, name)
+                   for name in ("text_column", "text_pair_column", "label_column", "multi_label")}
+        data: dict[str, Any] = {"train_sha256": self.train_sha256, "columns": columns}
+        if self.eval_sha256 is not None:
+            data["eval_sha256"] = self.eval_sha256
+        return data
+
+    def files(self) -> list[tuple[str, str, str]]:
+        """``(role, path, sha256)`` of each file: role ``train`` or ``eval``, as the settings' keys name them."""
+        files = [("train", self.train_file, self.train_sha256)]
+        if self.eval_file is not None and self.eval_sha256 is not None:
+            files.append(("eval", self.eval_file, self.eval_sha256))
+        return files
+
+    def changed(self) -> list[tuple[str, str, str]]:
+        """``(path, sha256 then, sha256 now)`` of each file whose content is no longer what the grid loaded."""
+        return [(path, then, now) for _, path, then in self.files() if (now := file_sha256(path)) != then]
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run of a sweep; methods without prompts always carry ``n_prompts=0`` (one run whatever the grid's n_p).
@@ -55,6 +107,8 @@ class Cell:
         source: ``files`` or ``hub``.
         sampling: how the few-shot draw shares the shots over classes (see :class:`~infoprompt.pipeline.RunSpec`).
         data_dir / cache_dir: where data and packaged backbones come from (not part of the settings hash).
+        files: for a cell on the user's own file (``task`` is then the file's task name), the files, columns
+            and hashes (see :class:`DataFiles`; the hashes and columns are part of the settings).
     """
 
     task: str
@@ -69,6 +123,7 @@ class Cell:
     sampling: str = field(default="proportional", compare=False)
     data_dir: str | None = field(default=None, compare=False)
     cache_dir: str | None = field(default=None, compare=False)
+    files: DataFiles | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -80,6 +135,8 @@ class Cell:
         settings = {"backbone": self.backbone, "training": self.training, "classifier": self.classifier, "source": self.source}
         if self.sampling != "proportional":
             settings["sampling"] = self.sampling  # only when set, so records made before this setting stay valid
+        if self.files is not None:
+            settings["data"] = self.files.settings()  # likewise only on a user's file
         return settings
 
     @property
@@ -92,10 +149,17 @@ class Cell:
 
     def run_spec(self) -> RunSpec:
         training = TrainConfig(**{**self.training, "seed": self.seed, "progress": False})
+        data: dict[str, Any] = {"task": self.task}
+        if self.files is not None:
+            columns = self.files.columns
+            data = {"task": None, "task_name": self.task, "train_file": self.files.train_file,
+                    "eval_file": self.files.eval_file, "text_column": columns.text_column,
+                    "text_pair_column": columns.text_pair_column, "label_column": columns.label_column,
+                    "multi_label": columns.multi_label}
         return RunSpec(
-            task=self.task, method=self.method, shots=self.shots, n_prompts=self.n_prompts, seed=self.seed,
+            method=self.method, shots=self.shots, n_prompts=self.n_prompts, seed=self.seed,
             backbone=self.backbone, data_dir=self.data_dir, source=self.source, classifier=dict(self.classifier),
-            training=training, cache_dir=self.cache_dir, sampling=self.sampling,
+            training=training, cache_dir=self.cache_dir, sampling=self.sampling, **data,
         )
 
 
@@ -151,14 +215,49 @@ def _check_mapping(value: Any, allowed: Sequence[str], where: str) -> dict[str, 
     return dict(value)
 
 
+def _data_files(block: dict[str, Any], where: str) -> tuple[str, DataFiles] | None:
+    """The task name and files of a block on the user's own file (``None`` for a block of built-in tasks), the
+    files read and checked as a run reads them, so that a bad column or label fails before any cell runs."""
+    if block["train_file"] is None:
+        given = [key for key in FILE_KEYS[1:] if block[key] != DEFAULT_BLOCK[key]]
+        if given:
+            raise _fail(f"{where}.{given[0]}", "goes with train_file (--train-file); a built-in task has its own "
+                                               "data and columns")
+        return None
+    for key in FILE_KEYS[:-1]:
+        value = block[key]
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise _fail(f"{where}.{key}", f"expected a {'path' if key.endswith('_file') else 'name'}, got {value!r}")
+    if not isinstance(block["multi_label"], bool):
+        raise _fail(f"{where}.multi_label", f"expected true or false, got {block['multi_label']!r}")
+    train_file, eval_file = block["train_file"], block["eval_file"]
+    try:
+        columns = FileColumns(text_column=block["text_column"], text_pair_column=block["text_pair_column"],
+                              label_column=block["label_column"], multi_label=block["multi_label"])
+        task, _ = task_from_file(train_file, columns, name=block["task_name"])
+        if eval_file is not None:
+            check_eval_labels(task.labels, read_labelled_file(eval_file, columns), multi_label=columns.multi_label)
+        # What the cells train on is this content: each cell checks it again just before it reads the files.
+        hashes = file_sha256(train_file), None if eval_file is None else file_sha256(eval_file)
+    except UserError as error:
+        raise _fail(where, str(error)) from None
+    return task.name, DataFiles(train_file=str(train_file), columns=columns, train_sha256=hashes[0],
+                                eval_file=None if eval_file is None else str(eval_file), eval_sha256=hashes[1])
+
+
 def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
     """The cells of one fully specified block (axes plus settings), validated."""
-    tasks = _axis_values("tasks", block["tasks"], f"{where}.tasks")
-    for name in tasks:
-        try:
-            get_task(name)
-        except UserError as error:
-            raise _fail(f"{where}.tasks", str(error)) from None
+    own = _data_files(block, where)
+    files = None
+    if own is not None:
+        tasks, files = [own[0]], own[1]
+    else:
+        tasks = _axis_values("tasks", block["tasks"], f"{where}.tasks")
+        for name in tasks:
+            try:
+                get_task(name)
+            except UserError as error:
+                raise _fail(f"{where}.tasks", str(error)) from None
     methods = _axis_values("methods", block["methods"], f"{where}.methods")
     presets = {}
     for name in methods:
@@ -201,7 +300,7 @@ def expand_block(block: dict[str, Any], where: str) -> list[Cell]:
                             task=task, method=method, shots=shot, n_prompts=count, seed=seed,
                             backbone=block["backbone"], training=training, classifier=classifier,
                             source=block["source"], sampling=block["sampling"],
-                            data_dir=block["data_dir"], cache_dir=block["cache_dir"],
+                            data_dir=block["data_dir"], cache_dir=block["cache_dir"], files=files,
                         ))
     return cells
 
@@ -293,9 +392,19 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
         if narrowed is None:
             continue
         merged = merge_block(merge_block(top, narrowed), setting_flags)
-        if "tasks" not in merged:
-            raise _fail(block_where, "no tasks given (a 'tasks' list or --tasks)")
-        for cell in expand_block(merged, block_where):
+        on_file = merged.get("train_file") is not None
+        if on_file:
+            if "tasks" in block:
+                raise _fail(f"{block_where}.tasks", FILE_TASK_HINT)
+            if "tasks" in config:
+                raise _fail(f"{where}.tasks", f"{FILE_TASK_HINT}: list tasks in the blocks of built-in tasks only")
+            merged.pop("tasks", None)  # what is left there is --tasks, which picks the file's task by its name
+        elif "tasks" not in merged:
+            raise _fail(block_where, "no tasks given (a 'tasks' list or --tasks, or a train_file or --train-file)")
+        block_cells = expand_block(merged, block_where)
+        if on_file and "tasks" in wanted:
+            block_cells = [cell for cell in block_cells if cell.task in wanted["tasks"]]
+        for cell in block_cells:
             # Two blocks naming the same cell with different settings would make its record ambiguous.
             previous = cells.setdefault(cell, cell)
             if previous.settings_hash != cell.settings_hash:

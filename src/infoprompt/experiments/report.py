@@ -117,6 +117,9 @@ def build_report(
             raise UserError(f"--tasks {','.join(tasks)}: no record in {where} is of these tasks")
     stats = collect(records, metric)
     if not stats and not any(r.get("status") != STATUS_OK for r in records):
+        if metric is None:  # the task's primary metric: what cells trained without an evaluation lack
+            raise UserError(f"no record in {where} has metrics to tabulate (a sweep on your own file evaluates "
+                            f"its cells only with --eval-file)")
         raise UserError(f"no record in {where} has the metric {metric!r}")
     tables = build_tables(stats, tasks)
     finished = sum(1 for r in records if r.get("status", STATUS_OK) == STATUS_OK)

@@ -58,11 +58,14 @@ class SweepSummary:
 
 def cell_status(results_dir: Path, cells: Sequence[Cell]) -> dict[str, str]:
     """``done`` / ``running`` / ``failed`` / ``todo`` per cell id (``running``: a live worker's claim);
-    a finished record made with other settings is an error."""
+    a finished record made with other settings, or from another version of the user's file, is an error."""
     status: dict[str, str] = {}
     for cell in cells:
         record = read_record(record_path(results_dir, cell))
         if is_finished(record):
+            stale = other_data_version(record, cell, record_path(results_dir, cell))
+            if stale is not None:
+                raise UserError(stale)
             saved = record.get("settings_hash")
             if saved is not None and saved != cell.settings_hash:
                 raise UserError(
@@ -75,6 +78,34 @@ def cell_status(results_dir: Path, cells: Sequence[Cell]) -> dict[str, str]:
         else:
             status[cell.id] = "failed" if record is not None else "todo"
     return status
+
+
+def other_data_version(record: dict[str, Any], cell: Cell, path: Path) -> str | None:
+    """The one-line error for a finished record of a cell on the user's file that was made from another version
+    of that file (its SHA-256 differs from the file's now); ``None`` when it was not."""
+    if cell.files is None:
+        return None
+    settings = record.get("settings")
+    saved = settings.get("data") if isinstance(settings, dict) else None
+    if not isinstance(saved, dict):
+        return None  # not a record of a file cell: the settings check names the difference
+    for role, file, now in cell.files.files():
+        then = saved.get(f"{role}_sha256")
+        if isinstance(then, str) and then != now:
+            return (f"{path}: made from another version of {file} (sha256 {then[:12]} then, {now[:12]} now); "
+                    f"restore that file, or sweep the new one into a fresh --results directory")
+    return None
+
+
+def check_data_unchanged(cell: Cell) -> None:
+    """Refuse to run a cell on a user's file that changed since the sweep loaded it (its finished cells used
+    the earlier version, which the records' hashes name)."""
+    if cell.files is None:
+        return
+    for file, then, now in cell.files.changed():
+        raise UserError(f"{file} changed while the sweep ran (sha256 {then[:12]} when it started, {now[:12]} now): "
+                        f"the cells finished before used the earlier file; restore it, or sweep the new one into a "
+                        f"fresh --results directory")
 
 
 def failure_record(cell: Cell, error: BaseException, seconds: float) -> dict[str, Any]:
@@ -200,6 +231,8 @@ def _run_cell(
     started = time.perf_counter()
     # Not the cell's failure but the machine's (a missing package, an unknown name): every cell naming this
     # backbone would fail the same way, so the sweep stops with the loader's one-line error and records nothing.
+    # So does a user's file that changed under the sweep: every later cell would train on another version of it.
+    check_data_unchanged(cell)
     backbone = backbones.get(cell.backbone, cell.cache_dir)
     scratch = out = None
     if is_main and save_runs:

@@ -230,8 +230,9 @@ def _with_prompts(method: str, n_prompts: int) -> str:
 def build_full_tables(stats: dict[tuple, Stat], backbone: str, tasks: Sequence[str] | None = None) -> list[Table]:
     """The full-training-split cells of ``backbone`` as the paper's Tables 1 (GLUE) and 2 (relation
     classification, entity typing): one column per task of the family, one row per method, mean ± std over
-    seeds. A method run at full data with several n_p gets a row per n_p (``warp[n_p=1]``). Each table is
-    headed by what its cells did otherwise than the paper (:func:`~infoprompt.experiments.protocol.paper_differences`)."""
+    seeds. A method run at full data with several n_p gets a row per n_p (``warp[n_p=1]``). Each table of a
+    family the paper has is headed by what its cells did otherwise than the paper
+    (:func:`~infoprompt.experiments.protocol.paper_differences`); the other tasks' table (a user's file) is not."""
     keys = [k for k in stats if k[0] == backbone and k[3] == "full"]
     if not keys:
         return []
@@ -259,6 +260,9 @@ def build_full_tables(stats: dict[tuple, Stat], backbone: str, tasks: Sequence[s
         if len(set(shown.values()) - {0}) > 1:
             table.notes.append("prompt tokens per row: " + ", ".join(
                 f"{name} n_p={count}" for name, count in shown.items() if count))
+        if part == OTHER_FAMILY[0]:  # no paper table has these tasks (a user's file): nothing to set against
+            tables.append(table)
+            continue
         table.header = paper_differences(backbone, [
             CellRuns(row_name, task, stat.seeds, stat.runs)
             for row_name, row in table.rows.items() for task, stat in zip(columns, row, strict=True) if stat is not None

@@ -104,11 +104,14 @@ def task_from_file(path: str | Path, columns: FileColumns, *, name: str | None =
 
     examples = read_labelled_file(path, columns)
     labels = collect_labels(examples, multi_label=columns.multi_label, where=f"{path}: column {columns.label_column!r}")
-    if name is None:
-        name = re.sub(r"[^\w.-]+", "-", Path(path).stem).lstrip(".-") or "user-task"
-        if name in _builtin_names():
-            name = f"user-{name}"
-    return user_task(name, columns, labels, template=template), examples
+    return user_task(file_task_name(path) if name is None else name, columns, labels, template=template), examples
+
+
+def file_task_name(path: str | Path) -> str:
+    """The task name a file gives when none is named: its stem made a valid task name, with ``user-`` in front
+    if a built-in task has it (``support tickets.csv`` -> ``support-tickets``, ``sst2.csv`` -> ``user-sst2``)."""
+    name = re.sub(r"[^\w.-]+", "-", Path(path).stem).lstrip(".-") or "user-task"
+    return f"user-{name}" if name in _builtin_names() else name
 
 
 def _builtin_names() -> set[str]:
