@@ -78,6 +78,7 @@ class Classifier:
         self.model_: Any = None
         self.classes_: list[Hashable] = []
         self.fit_result_: Any = None
+        self.fit_summary_: dict[str, Any] | None = None  # what the model card says of the training data
 
     # -- fit --------------------------------------------------------------------------------------------------
     def fit(self, texts: Sequence[str] | Sequence[tuple[str, str]], labels: Sequence[Hashable]) -> Classifier:
@@ -90,6 +91,7 @@ class Classifier:
         own probability (rows need not sum to 1).
         """
         from infoprompt.kinds import make_classifier, train
+        from infoprompt.pipeline import label_counts
         from infoprompt.tasks.user_task import user_task
         from infoprompt.threads import use_threads
         from infoprompt.training.config import TrainConfig
@@ -115,6 +117,8 @@ class Classifier:
         backbone = self._backbone()
         model = make_classifier(backbone, task, self.method, seed=self.seed, **self.model_options)
         self.fit_result_ = train(model, examples, None, TrainConfig(seed=self.seed, **self.train_options))
+        self.fit_summary_ = {"source": "Classifier.fit", "n_train": len(examples), "seed": self.seed,
+                             "train_label_counts": label_counts(task, examples)}
         report_truncation(self.fit_result_.truncated_train, len(examples), "training texts", model.config.max_length)
         self._set_model(model, [values[name] for name in model.config.labels])
         return self
@@ -137,7 +141,10 @@ class Classifier:
             import numpy as np
 
             return np.zeros((0, len(self.classes_)))
-        examples = [Example(fields=fields, source=f"texts[{i}]") for i, fields in enumerate(_fields(texts, pairs))]
+        # Keyed by the adapter's own field names: one that train or another program saved (an SST-2 adapter
+        # reads "sentence") loads here too.
+        examples = [Example(fields=fields, source=f"texts[{i}]")
+                    for i, fields in enumerate(_fields(texts, pairs, tuple(model.task.fields)))]
         precision = self.train_options.get("precision", "fp32")
         encoded = encode_examples(model, examples)
         report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "texts", model.config.max_length)
@@ -160,12 +167,15 @@ class Classifier:
     def save(self, directory: str | Path) -> None:
         """Write the adapter (its own files, the task included) and the label values to ``directory``."""
         from infoprompt.io_utils import atomic_write_json
+        from infoprompt.model_card import write_model_card
 
         model = self._fitted()
         directory = Path(directory)
         model.save_pretrained(directory)
         values = [_json_value(label) for label in self.classes_]
         atomic_write_json(directory / LABELS_NAME, {"classes": values})
+        if self.fit_summary_ is not None:  # the card save_pretrained wrote knows no training data: this one does
+            write_model_card(directory, model.config, self.fit_summary_)
 
     @classmethod
     def load(cls, directory: str | Path, backbone: Any = None, **options: Any) -> Classifier:
@@ -244,10 +254,10 @@ def _is_pairs(texts: Sequence[Any]) -> bool:
     return pairs
 
 
-def _fields(texts: Sequence[Any], pairs: bool) -> list[dict[str, str]]:
+def _fields(texts: Sequence[Any], pairs: bool, names: tuple[str, ...] = (TEXT_FIELD, PAIR_FIELD)) -> list[dict[str, str]]:
     if pairs:
-        return [{TEXT_FIELD: first, PAIR_FIELD: second} for first, second in texts]
-    return [{TEXT_FIELD: text} for text in texts]
+        return [{names[0]: first, names[1]: second} for first, second in texts]
+    return [{names[0]: text} for text in texts]
 
 
 def _label_name(label: object, where: str) -> str:
