@@ -1,5 +1,4 @@
-"""Adapters travel: no saved file names a path of the machine that wrote it, every adapter directory carries a
-model card (README.md) with no template left in it, and a copy moved to a fresh path loads and predicts the same."""
+"""Adapters travel: no machine paths in saved files, a model card in every adapter, moved copies predict the same."""
 
 from __future__ import annotations
 

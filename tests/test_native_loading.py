@@ -1,6 +1,4 @@
-"""Saved adapters load in their own libraries: the snippets of docs/native-loading.md (which every model card
-carries) run in a fresh process with peft, setfit or transformers alone (no infoprompt import), print no false
-"newly initialised / TRAIN" warning, and predict what ``infoprompt predict`` predicts, label names included."""
+"""docs/native-loading.md's snippets load adapters without infoprompt, warn falsely of nothing, predict the same."""
 
 from __future__ import annotations
 
