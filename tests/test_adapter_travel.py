@@ -97,6 +97,7 @@ def test_every_adapter_has_a_model_card_without_placeholders(saved_kinds, kind):
     assert config["backbone_fingerprint"]["embedding_sha256"] in card and f"`{backbone}`" in card
     assert "Not recorded" in card and "Not evaluated" in card  # save_pretrained is told no run
     assert "infoprompt predict --adapter" in card and "Classifier.load(" in card and "load_adapter(" in card
+    assert f"the name the adapter records, `{backbone}` (" in card and "absolute path" not in card
     for section in ("## Adapter", "## Training data", "## Metrics", "## Use it with infoprompt",
                     "## Use it without infoprompt"):
         assert section in card

@@ -405,21 +405,19 @@ def _lora_text(directory: Path) -> str:
 def _backbone_text(name: str) -> str:
     if name in PACKAGED:
         return f"`{name}`: {PACKAGED[name]}"
-    base = portable_name(name)
-    if base != name:
-        return f"`{base}`, a local directory"
+    if _is_absolute(name):
+        return f"`{portable_name(name)}`, a local directory"
     return f"`{name}`" + (" (Hugging Face Hub id)" if _is_hub_id(name) else "")
 
 
 def _recorded_name(name: str) -> str:
     # A local directory given by its absolute path is recorded so, to be found again on the machine that trained
     # it; the card, which travels, names only its folder.
-    base = portable_name(name)
-    return f"`{name}`" if base == name else f"the absolute path of a folder `{base}`"
+    return f"the absolute path of a folder `{portable_name(name)}`" if _is_absolute(name) else f"`{name}`"
 
 
 def _where_found(name: str) -> str:
-    if portable_name(name) != name:
+    if _is_absolute(name):
         return ("found on the machine that trained it; elsewhere give the encoder's copy with `backbone=` as below, "
                 "or retrain on a Hub id or a relative path")
     if name == "minilm":
@@ -453,6 +451,10 @@ def _task_description(config: ClassifierConfig) -> str:
 
 def _task_title(config: ClassifierConfig) -> str:
     return f"{config.task}, {len(config.labels)} classes"
+
+
+def _is_absolute(name: str) -> bool:
+    return Path(name).expanduser().is_absolute()
 
 
 def _is_hub_id(name: str) -> bool:
