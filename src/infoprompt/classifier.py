@@ -178,6 +178,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
         own probability (rows need not sum to 1).
         """
         from infoprompt.kinds import make_classifier, train
+        from infoprompt.pipeline import label_counts
         from infoprompt.tasks.user_task import user_task
         from infoprompt.threads import use_threads
         from infoprompt.training.config import TrainConfig
@@ -208,6 +209,8 @@ class Classifier(ClassifierMixin, BaseEstimator):
                     for i, (fields, target) in enumerate(zip(_fields(texts, pairs), targets, strict=True))]
         model = make_classifier(self._backbone(), task, self.method, seed=settings.seed, **settings.model_options)
         self.fit_result_ = train(model, examples, None, TrainConfig(seed=settings.seed, **settings.train_options))
+        self.fit_summary_ = {"source": "Classifier.fit", "n_train": len(examples), "seed": settings.seed,
+                             "train_label_counts": label_counts(task, examples)}
         report_truncation(self.fit_result_.truncated_train, len(examples), "training texts", model.config.max_length)
         self._set_model(model, [values[name] for name in model.config.labels])
         return self
@@ -229,7 +232,10 @@ class Classifier(ClassifierMixin, BaseEstimator):
         if pairs != (len(model.task.fields) == 2):
             raise UserError(f"this classifier reads {'sentence pairs' if not pairs else 'one text'} per example, "
                             f"got {'pairs' if pairs else 'single texts'}")
-        examples = [Example(fields=fields, source=where(i)) for i, fields in enumerate(_fields(texts, pairs))]
+        # Keyed by the adapter's own field names: one that train or another program saved (an SST-2 adapter
+        # reads "sentence") loads here too.
+        examples = [Example(fields=fields, source=where(i))
+                    for i, fields in enumerate(_fields(texts, pairs, tuple(model.task.fields)))]
         precision = settings.train_options.get("precision", "fp32")
         encoded = encode_examples(model, examples)
         report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "texts", model.config.max_length)
@@ -266,16 +272,21 @@ class Classifier(ClassifierMixin, BaseEstimator):
 
     # -- save / load ------------------------------------------------------------------------------------------
     def save(self, directory: str | Path, overwrite: bool = False) -> None:
-        """Write the adapter (its own files, the task included) and the label values to ``directory``, whole or
-        not at all. A non-empty ``directory`` is refused unless ``overwrite=True``, which replaces only a saved
-        adapter (as ``infoprompt train`` refuses an existing run directory without ``--overwrite``)."""
+        """Write the adapter (its own files, the task included, and its model card) and the label values to
+        ``directory``, whole or not at all. A non-empty ``directory`` is refused unless ``overwrite=True``, which
+        replaces only a saved adapter (as ``infoprompt train`` refuses an existing run directory without
+        ``--overwrite``)."""
         from infoprompt.io_utils import atomic_write_json, staged_save_directory
+        from infoprompt.model_card import write_model_card
 
         model = self._fitted()
         values = [_json_value(label) for label in self.classes_.tolist()]
         with staged_save_directory(directory, overwrite) as staging:
             model.save_pretrained(staging)
             atomic_write_json(staging / LABELS_NAME, {"classes": values})
+            summary = getattr(self, "fit_summary_", None)
+            if summary is not None:  # the card save_pretrained wrote knows no training data: this one does
+                write_model_card(staging, model.config, summary)
 
     @classmethod
     def load(cls, directory: str | Path, backbone: Any = None, **options: Any) -> Classifier:
@@ -503,10 +514,10 @@ def _class_array(classes: Sequence[Hashable]) -> np.ndarray:
     return array
 
 
-def _fields(texts: Sequence[Any], pairs: bool) -> list[dict[str, str]]:
+def _fields(texts: Sequence[Any], pairs: bool, names: tuple[str, ...] = (TEXT_FIELD, PAIR_FIELD)) -> list[dict[str, str]]:
     if pairs:
-        return [{TEXT_FIELD: first, PAIR_FIELD: second} for first, second in texts]
-    return [{TEXT_FIELD: text} for text in texts]
+        return [{names[0]: first, names[1]: second} for first, second in texts]
+    return [{names[0]: text} for text in texts]
 
 
 def _label_name(label: object, where: str) -> str:

@@ -302,7 +302,28 @@ def _check_parent(target: Path) -> None:
 ADAPTER_CONFIG_NAME = "infoprompt_adapter.json"
 LEGACY_ADAPTER_CONFIG_NAME = "adapter_config.json"
 OWN_CONFIG_KEYS = ("task", "method", "backbone")
-RUN_MARKERS = (ADAPTER_CONFIG_NAME, "metrics.json")
+METRICS_NAME = "metrics.json"
+LOG_NAME = "train_log.jsonl"
+RUN_MARKERS = (ADAPTER_CONFIG_NAME, METRICS_NAME)
+# What a run directory holds besides the adapter itself.
+RUN_ONLY_FILES = (METRICS_NAME, LOG_NAME)
+# The model card every save writes (and the pointer to it in a peft/ folder): documentation, not the adapter.
+CARD_NAME = "README.md"
+
+
+def adapter_bytes(directory: str | os.PathLike[str]) -> int:
+    """Bytes on disk of the adapter ``save_pretrained`` wrote into ``directory``: every regular file below it,
+    recursively, except a run directory's own training log and metrics and the model cards (``README.md``),
+    which are no part of the adapter."""
+    root = Path(directory)
+    total = 0
+    for path in root.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.name == CARD_NAME:
+            continue
+        if path.parent == root and path.name in RUN_ONLY_FILES:
+            continue
+        total += path.stat().st_size
+    return total
 
 
 def adapter_config_file(directory: Path) -> Path | None:

@@ -16,9 +16,18 @@ import transformers
 
 from infoprompt.backbones import Backbone, load_backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, check_run_target, staged_directory
+from infoprompt.io_utils import (
+    LOG_NAME,
+    METRICS_NAME,
+    RUN_ONLY_FILES,  # noqa: F401  (callers read it from here)
+    adapter_bytes,
+    atomic_write_json,
+    check_run_target,
+    staged_directory,
+)
 from infoprompt.kinds import kind_of, make_classifier
 from infoprompt.kinds.config import ClassifierConfig
+from infoprompt.model_card import write_model_card
 from infoprompt.tasks import (
     Example,
     FileColumns,
@@ -40,11 +49,6 @@ from infoprompt.training.data import report_truncation
 from infoprompt.training.runtime import process_state, resolve_device
 from infoprompt.validation import nonnegative_int, positive_int
 from infoprompt.version import __version__
-
-METRICS_NAME = "metrics.json"
-LOG_NAME = "train_log.jsonl"
-# What a run directory holds besides the adapter itself.
-RUN_ONLY_FILES = (METRICS_NAME, LOG_NAME)
 
 
 @dataclass
@@ -217,20 +221,6 @@ def environment(model: torch.nn.Module | None = None) -> dict[str, object]:
     }
 
 
-def adapter_bytes(directory: str | os.PathLike[str]) -> int:
-    """Bytes on disk of the adapter ``save_pretrained`` wrote into ``directory``: every regular file below it,
-    recursively, except a run directory's own training log and metrics, which are no part of the adapter."""
-    root = Path(directory)
-    total = 0
-    for path in root.rglob("*"):
-        if path.is_symlink() or not path.is_file():
-            continue
-        if path.parent == root and path.name in RUN_ONLY_FILES:
-            continue
-        total += path.stat().st_size
-    return total
-
-
 def save_adapter(model: Any, directory: str | os.PathLike[str], keep_training_state: bool = False) -> int:
     """``model.save_pretrained(directory)`` (with its kind's training-only parameters when asked) and the size on
     disk of what it wrote, in bytes."""
@@ -302,6 +292,9 @@ def run_training(
         if directory is not None:
             record["adapter_bytes"] = save_adapter(model, directory, spec.keep_training_state)
             atomic_write_json(directory / METRICS_NAME, record)
+            # The card the save wrote knows no run: this one has the data drawn and the metrics, and calls the
+            # directory by its final name (it is written into a scratch directory).
+            write_model_card(directory, model.config, record, name=Path(out).name)
         return record
 
     if out is None:

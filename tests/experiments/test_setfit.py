@@ -27,7 +27,7 @@ from infoprompt.tasks import get_task  # noqa: E402
 from infoprompt.templates import Template  # noqa: E402
 from infoprompt.training import TrainConfig, encode_examples, predict_encoded  # noqa: E402
 
-SAFE_SUFFIXES = (".json", ".jsonl", ".safetensors")
+SAFE_SUFFIXES = (".json", ".jsonl", ".safetensors", ".md")  # .md: the model card
 
 
 def spec_for(toy_task, backbone_dir, seed=1, **training):
@@ -61,7 +61,7 @@ def test_setfit_trains_saves_without_pickle_and_reloads_identically(toy_task, ti
     native = ["1_Pooling/config.json", "2_Normalize/config.json", "config.json", "config_sentence_transformers.json",
               "config_setfit.json", "model.safetensors", "modules.json", "sentence_bert_config.json",
               "tokenizer.json", "tokenizer_config.json"]
-    ours = ["adapter_model.safetensors", "infoprompt_adapter.json", "metrics.json", "setfit_config.json",
+    ours = ["README.md", "adapter_model.safetensors", "infoprompt_adapter.json", "metrics.json", "setfit_config.json",
             "setfit_head.safetensors", "train_log.jsonl"]
     assert files == sorted(native + ours)
     assert all(name.endswith(SAFE_SUFFIXES) for name in files)  # no joblib / pickle anywhere

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from infoprompt.backbones import Backbone
+from infoprompt.backbones import Backbone, portable_name
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, write_safetensors
+from infoprompt.io_utils import CARD_NAME, atomic_write_json, atomic_write_text, write_safetensors
 from infoprompt.kinds.config import (
     CONFIG_NAME,
     FORMAT_VERSION,
@@ -27,6 +27,7 @@ from infoprompt.kinds.config import (
     read_weights,
 )
 from infoprompt.kinds.registry import get_method
+from infoprompt.model_card import peft_pointer, write_model_card
 from infoprompt.tasks import TaskSpec
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.config import TrainConfig
@@ -167,11 +168,30 @@ class BaselineModel(AdapterModel):
 
 
 def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:
-    """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``infoprompt_adapter.json`` atomically."""
+    """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``infoprompt_adapter.json`` atomically,
+    then the model card (``README.md``), which describes every file written before it: every kind's save ends
+    here."""
     directory.mkdir(parents=True, exist_ok=True)
     if state is not None:
         write_safetensors(directory / WEIGHTS_NAME, state, FORMAT_VERSION)
     atomic_write_json(directory / CONFIG_NAME, config.to_json())
+    write_model_card(directory, config)
+
+
+def save_peft(model: Any, directory: Path, config: ClassifierConfig) -> None:
+    """peft's own ``save_pretrained`` of ``model`` into ``directory``, with two changes so that the folder travels:
+    the base model is named by :func:`~infoprompt.backbones.portable_name` (peft records the path it was loaded
+    from, inside this machine's site-packages or cache), and peft's blank model-card template becomes a pointer
+    to the adapter's card."""
+    peft_config = model.peft_config["default"]
+    loaded_from = peft_config.base_model_name_or_path
+    peft_config.base_model_name_or_path = portable_name(config.backbone)
+    try:
+        # No kind resizes the vocabulary; "auto" would look the base model up by name (on the Hub) to find out.
+        model.save_pretrained(str(directory), save_embedding_layers=False)
+    finally:
+        peft_config.base_model_name_or_path = loaded_from  # the live model keeps what it was built with
+    atomic_write_text(directory / CARD_NAME, peft_pointer(config.kind.name, portable_name(config.backbone)))
 
 
 def finish_fit(

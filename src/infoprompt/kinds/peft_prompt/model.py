@@ -13,7 +13,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedModel
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
 from infoprompt.io_utils import replaced_directory
-from infoprompt.kinds.common import BaselineModel, quiet_peft_wrap, write_adapter
+from infoprompt.kinds.common import BaselineModel, quiet_peft_wrap, save_peft, write_adapter
 from infoprompt.kinds.config import ClassifierConfig
 from infoprompt.templates import Batch
 from infoprompt.validation import check_peft_adapter
@@ -81,7 +81,7 @@ class PeftPromptClassifier(BaselineModel):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with replaced_directory(directory / PEFT_DIR) as staging:
-            self.peft.save_pretrained(str(staging))
+            save_peft(self.peft, staging, self.config)
             # peft saves no model config; this one carries id2label/label2id, so that a model built from it
             # (AutoConfig.from_pretrained on the peft folder) names its classes as this adapter does.
             self.peft.get_base_model().config.save_pretrained(str(staging))

@@ -12,10 +12,9 @@ from torch import nn
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
-from infoprompt.io_utils import atomic_write_json, write_safetensors
-from infoprompt.kinds.common import AdapterModel
+from infoprompt.io_utils import write_safetensors
+from infoprompt.kinds.common import AdapterModel, write_adapter
 from infoprompt.kinds.config import (
-    CONFIG_NAME,
     FORMAT_VERSION,
     TRAINING_STATE_NAME,
     WEIGHTS_NAME,
@@ -261,8 +260,8 @@ class PromptClassifier(AdapterModel):
         return {name for name in self.trainable_state() if name.startswith(TRAINING_ONLY_PREFIXES)}
 
     def save_pretrained(self, directory: str | Path, keep_training_state: bool = False) -> None:
-        """Write what prediction needs (safetensors) and the config (JSON), each atomically; the critics only
-        with ``keep_training_state``, in ``training_state.safetensors`` beside the adapter."""
+        """Write what prediction needs (safetensors), the config (JSON) and the model card, each atomically; the
+        critics only with ``keep_training_state``, in ``training_state.safetensors`` beside the adapter."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = self.trainable_state()
@@ -272,7 +271,7 @@ class PromptClassifier(AdapterModel):
         if keep_training_state and training_only:
             write_safetensors(directory / TRAINING_STATE_NAME, {n: state[n] for n in sorted(training_only)},
                               FORMAT_VERSION)
-        atomic_write_json(directory / CONFIG_NAME, self.config.to_json())
+        write_adapter(directory, None, self.config)  # the config, then the model card
 
     @classmethod
     def load(cls, directory: Path, config: ClassifierConfig, backbone: Backbone) -> PromptClassifier:

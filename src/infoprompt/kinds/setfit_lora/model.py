@@ -10,9 +10,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from infoprompt.backbones import Backbone
+from infoprompt.backbones import Backbone, portable_name
 from infoprompt.errors import UserError
 from infoprompt.io_utils import replaced_directory
+from infoprompt.kinds.common import save_peft
 from infoprompt.kinds.config import ClassifierConfig, read_weights
 from infoprompt.kinds.lora_layers import LAYER_SETS, lora_config, with_lora
 from infoprompt.kinds.setfit import (
@@ -124,7 +125,7 @@ class SetFitLoraClassifier(SetFitClassifier):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with replaced_directory(directory / PEFT_DIR) as staging:
-            self.lora_model.save_pretrained(str(staging))
+            save_peft(self.lora_model, staging, self.config)
         self.save_head(directory, SETTINGS_NAME, "Transformer+LoRA -> Pooling(mean) -> Normalize")
 
     @classmethod
@@ -138,7 +139,7 @@ class SetFitLoraClassifier(SetFitClassifier):
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
         lora = read_weights(directory / PEFT_DIR, model.lora_state(), name=PEFT_WEIGHTS_NAME)
         check_lora_config(directory / PEFT_DIR, model.lora_model.peft_config["default"].to_dict(),
-                          [config.backbone, backbone.model.name_or_path or config.backbone])
+                          [config.backbone, portable_name(config.backbone), backbone.model.name_or_path or config.backbone])
         set_peft_model_state_dict(model.lora_model, lora)
         head = read_weights(directory, model.saved_state())
         model.head.load_state_dict({"weight": head["head.weight"], "bias": head["head.bias"]})
