@@ -284,9 +284,9 @@ class Classifier(ClassifierMixin, BaseEstimator):
         with staged_save_directory(directory, overwrite) as staging:
             model.save_pretrained(staging)
             atomic_write_json(staging / LABELS_NAME, {"classes": values})
-            summary = getattr(self, "fit_summary_", None)
-            if summary is not None:  # the card save_pretrained wrote knows no training data: this one does
-                write_model_card(staging, model.config, summary)
+            # Written again: the card save_pretrained wrote calls the directory by its staging name and knows no
+            # training data; this one names the final directory and the examples fit was given.
+            write_model_card(staging, model.config, getattr(self, "fit_summary_", None), name=Path(directory).name)
 
     @classmethod
     def load(cls, directory: str | Path, backbone: Any = None, **options: Any) -> Classifier:
