@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from infoprompt.cli import main
-from infoprompt.model_card import EXAMPLE_TEXTS, make_snippet
+from infoprompt.kinds import native_snippet
+from infoprompt.model_card import EXAMPLE_TEXTS
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded
@@ -44,7 +45,7 @@ def run_snippet(kind: str, adapter: Path, base: Path, cwd: Path, *, add_specials
     its result, with its stderr under ``"stderr"``. ``add_specials``: frame each text by [CLS] ... [SEP], which
     the tests' tiny tokenizer does not add itself (a real one does, as infoprompt's template does)."""
     texts = [f"[CLS] {text} [SEP]" for text in TEXTS] if add_specials else TEXTS
-    script = make_snippet(kind, adapter=str(adapter), base=str(base), texts=texts, max_length=32) + REPORT
+    script = native_snippet(kind, adapter=str(adapter), base=str(base), texts=texts, max_length=32) + REPORT
     result = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return {**json.loads(result.stdout.splitlines()[-1]), "stderr": result.stderr}
@@ -185,10 +186,10 @@ def documented_snippets() -> dict[str, str]:
 
 
 def test_the_documented_snippets_are_the_ones_tested():
-    """docs/native-loading.md quotes make_snippet exactly (with its example paths), so what the README links to
+    """docs/native-loading.md quotes native_snippet exactly (with its example paths), so what the README links to
     is what the tests above run and what the model cards carry."""
     documented = documented_snippets()
     assert sorted(documented) == sorted(DOC_ADAPTERS)
     for kind, code in documented.items():
-        assert code == make_snippet(kind, adapter=DOC_ADAPTERS[kind], base=DOC_BASE, texts=list(EXAMPLE_TEXTS),
+        assert code == native_snippet(kind, adapter=DOC_ADAPTERS[kind], base=DOC_BASE, texts=list(EXAMPLE_TEXTS),
                                     max_length=DOC_MAX_LENGTH), kind

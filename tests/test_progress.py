@@ -105,11 +105,9 @@ def test_step_progress_draws_a_bar_on_a_terminal_lines_in_a_file_and_nothing_whe
     assert run(Terminal(), enabled=False) == run(io.StringIO(), enabled=False) == ""
 
 
-@pytest.fixture(scope="module")
-def examples():
-    from conftest import toy_sentiment
-
-    return toy_sentiment(8)
+@pytest.fixture
+def examples(toy_examples):
+    return toy_examples[:8]  # the first 8 of the toy set, both classes alternating
 
 
 @pytest.mark.parametrize("mode", ["file", "terminal", "off"])

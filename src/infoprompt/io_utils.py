@@ -13,7 +13,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -590,3 +590,18 @@ def short_path(path: object, limit: int = 200) -> str:
     """``path`` for a message: cut in the middle when longer than ``limit`` characters (a path may be 4 kB)."""
     text = os.fsdecode(path) if isinstance(path, str | bytes | os.PathLike) else str(path)
     return text if len(text) <= limit else f"{text[: limit // 2]}…{text[-limit // 2 :]}"
+
+
+@contextmanager
+def scoped_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block (MLflow reads its HTTP settings from there on each request)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

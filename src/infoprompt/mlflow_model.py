@@ -26,7 +26,7 @@ import mlflow.pyfunc
 import pandas as pd
 
 from infoprompt.errors import UserError
-from infoprompt.tracking import scoped_environment
+from infoprompt.io_utils import scoped_environment
 from infoprompt.version import __version__
 
 ADAPTER_ARTIFACT = "adapter"

@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 
 PEFT_DIR = "peft"  # where the peft kinds keep peft's own layout (their kinds' PEFT_DIR)
 EXAMPLE_TEXTS = ("a gorgeous , witty film", "a dull , lifeless plot")
-# The kinds whose adapter loads without infoprompt, each by one snippet of make_snippet (docs/native-loading.md
-# quotes them; tests/test_native_loading.py runs them).
-NATIVE_KINDS = ("peft", "setfit", "setfit-lora", "top-lora", "linear-probe")
-PROMPT_KINDS = ("prompt", "released", "contrastive")
 
 
 def write_model_card(directory: str | Path, config: ClassifierConfig, run: Mapping[str, Any] | None = None,
@@ -45,7 +41,7 @@ def model_card(config: ClassifierConfig, directory: Path, run: Mapping[str, Any]
         front_matter(config, base),
         f"# {config.method} adapter: {_task_title(config)}\n\n"
         f"An adapter of method `{config.method}` (kind `{kind}`) for the encoder `{base}`, written by "
-        f"infoprompt {__version__}. {_sentence(method.description)} {_contents(kind)}",
+        f"infoprompt {__version__}. {_sentence(method.description)} {_contents(config)}",
         "## Adapter\n\n" + _adapter_table(config, directory),
         "## Training data\n\n" + _data_summary(config, run),
         "## Metrics\n\n" + _metrics(run, name),
@@ -75,8 +71,8 @@ def front_matter(config: ClassifierConfig, base: str) -> str:
     return "\n".join(lines)
 
 
-def _contents(kind: str) -> str:
-    if kind == "setfit":
+def _contents(config: ClassifierConfig) -> str:
+    if config.kind.card is not None and config.kind.card.self_contained:
         return ("This directory holds the whole fine-tuned encoder (SetFit trains a copy of it) and the head: "
                 "it needs no other weights.")
     return ("This directory holds only what the method trained; the encoder stays frozen and shared and its "
@@ -175,48 +171,22 @@ def _infoprompt_use(config: ClassifierConfig, name: str) -> str:
 
 
 def _native_use(config: ClassifierConfig, directory: Path, name: str, base: str) -> str:
-    kind = config.kind.name
+    card = config.kind.card
+    if card is None:
+        return _prompt_text(config)
+    text = card.computes(config, directory, base)
+    multi = (" For this multi-label adapter, take the sigmoid of the logits instead of the softmax; a label is "
+             f"predicted where its probability reaches {config.threshold}." if config.threshold is not None else "")
+    snippet = None if card.snippet is None else card.snippet(
+        adapter=f"{name}/{card.snippet_folder}" if card.snippet_folder else name, base=base,
+        texts=list(EXAMPLE_TEXTS), max_length=config.max_length, pooling=getattr(config.options, "pooling", "mean"))
+    if snippet is None:
+        return text + multi
     inputs = ("Inputs are the texts as they are" if len(_task_fields(config)) == 1 else
               "A sentence pair is one text, the two joined by the tokenizer's separator token "
               "(`f\"{first} {tokenizer.sep_token} {second}\"`, every token_type_id 0)")
-    if kind in ("setfit-lora", "top-lora"):
-        lora = _lora_text(directory)
-        text = (f"The encoder is `{base}` with peft's LoRA ({lora}) in `peft/`; its last hidden states are "
-                "mean-pooled over the real (unpadded) tokens, special tokens included, and L2-normalised. "
-                + _logistic_text(config))
-    elif kind == "setfit":
-        text = ("The body is a sentence-transformer (`modules.json`): the fine-tuned encoder (`model.safetensors`), "
-                "mean pooling over the real tokens, special tokens included, and L2 normalisation. "
-                + _logistic_text(config))
-    elif kind == "peft":
-        text = (f"peft's prompt tuning: the {config.options.n_prompts} virtual tokens of "
-                "`peft/adapter_model.safetensors` are prepended to the input embeddings, and "
-                f"`AutoModelForSequenceClassification`'s own head reads the result ({_sequence_head(config)}). "
-                "The trained classifier is saved by peft as a module to save; `peft/config.json` holds the label "
-                "names (`id2label`). Probabilities: the softmax of the logits.")
-    elif kind == "linear-probe":
-        text = (f"The frozen encoder `{base}` runs unchanged; its features are {_probe_pooling(config)}, not "
-                "normalised. " + _linear_head_text(config))
-    elif kind == "lora":
-        options = config.options
-        text = (f"peft LoRA (rank {options.lora_rank}, alpha {options.lora_alpha}) in the encoder's attention "
-                "query and value projections, mean pooling of the last hidden states over the real tokens (not "
-                "normalised), and a linear head trained with cross-entropy. " + _linear_head_text(config)
-                + " The LoRA weights are stored under infoprompt's module names (`lora_model.…lora_A/lora_B…`), "
-                "not in a peft folder: load this adapter with infoprompt.")
-    else:
-        text = _prompt_text(config)
-    if kind not in NATIVE_KINDS:
-        return text
-    folder = f"{name}/{PEFT_DIR}" if kind == "peft" else name
-    snippet = make_snippet(kind, adapter=folder, base=base, texts=list(EXAMPLE_TEXTS), max_length=config.max_length,
-                           pooling=getattr(config.options, "pooling", "mean"))
-    multi = (" For this multi-label adapter, take the sigmoid of the logits instead of the softmax; a label is "
-             f"predicted where its probability reaches {config.threshold}." if config.threshold is not None else "")
-    if snippet is None:
-        return text + multi
-    given = ("" if kind == "setfit" else
-             f", the encoder `{base}` given explicitly (its Hub id, or the path of a local copy)")
+    given = "" if card.self_contained else (f", the encoder `{base}` given explicitly (its Hub id, or the path of a "
+                                            "local copy)")
     return (f"{text}{multi}\n\n{inputs}. With the libraries alone (no infoprompt){given}:"
             f"\n\n```python\n{snippet}```\n\n"
             "infoprompt's `docs/native-loading.md` has these snippets for every kind that loads without it; its "
@@ -224,158 +194,27 @@ def _native_use(config: ClassifierConfig, directory: Path, name: str, base: str)
 
 
 # -- native snippets ----------------------------------------------------------------------------------------------
-def make_snippet(kind: str, *, adapter: str, base: str, texts: Sequence[str], max_length: int,
-                 pooling: str = "mean") -> str | None:
-    """The Python code that loads an adapter of ``kind`` with its libraries alone and predicts ``texts``, ending
-    with ``labels`` (label names) and ``probabilities`` (texts × labels); ``None`` where there is none (a probe
-    pooling entity spans, the kinds infoprompt alone runs). ``adapter``: the directory (peft's folder for
-    ``peft``); ``base``: the backbone as a Hub id or a local path."""
-    head = (f"adapter = {json.dumps(adapter)}\n"
-            + (f"base = {json.dumps(base)}  # the backbone: a Hub id or a local copy\n" if kind != "setfit" else "")
+def snippet_head(adapter: str, base: str | None, texts: Sequence[str]) -> str:
+    """The lines every snippet starts with: the adapter's directory, the backbone (``None``: the adapter holds
+    its own encoder) and the texts to predict."""
+    return (f"adapter = {json.dumps(adapter)}\n"
+            + (f"base = {json.dumps(base)}  # the backbone: a Hub id or a local copy\n" if base is not None else "")
             + f"texts = {json.dumps(list(texts), ensure_ascii=False)}\n")
-    if kind == "peft":
-        return PEFT_SNIPPET.format(head=head, max_length=max_length)
-    if kind == "setfit":
-        return SETFIT_SNIPPET.format(head=head)
-    if kind in ("setfit-lora", "top-lora"):
-        return LORA_SNIPPET.format(head=head, max_length=max_length)
-    if kind == "linear-probe" and pooling in PROBE_FEATURES:
-        return PROBE_SNIPPET.format(head=head, max_length=max_length, features=PROBE_FEATURES[pooling])
-    return None
-
-
-PEFT_SNIPPET = """\
-import torch
-from peft import PeftModel
-from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
-
-{head}
-# The model is built from the adapter's config (its label names) with the backbone's encoder put in: loaded
-# from the backbone instead, AutoModelForSequenceClassification would report its classifier as newly
-# initialised, though peft replaces it with the adapter's trained one.
-model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(adapter))
-setattr(model, model.base_model_prefix, AutoModel.from_pretrained(base))
-model = PeftModel.from_pretrained(model, adapter).eval()
-tokenizer = AutoTokenizer.from_pretrained(base)
-tokens = tokenizer(texts, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")
-with torch.no_grad():
-    probabilities = model(**tokens).logits.softmax(-1)
-labels = [model.config.id2label[int(i)] for i in probabilities.argmax(-1)]
-print(labels, probabilities.tolist())
-"""
-
-SETFIT_SNIPPET = """\
-import json
-from safetensors.numpy import load_file
-from sentence_transformers import SentenceTransformer
-from setfit import SetFitModel
-from sklearn.linear_model import LogisticRegression
-
-{head}
-# setfit reads a fitted head only from a pickle (model_head.pkl), which infoprompt never writes (loading one runs
-# code), so SetFitModel.from_pretrained would build an untrained head and say so: build the model from the
-# body and the regression's saved arrays instead.
-head = LogisticRegression()
-head.__dict__.update(load_file(f"{{adapter}}/setfit_head.safetensors"))  # coef_, intercept_, classes_
-with open(f"{{adapter}}/config_setfit.json", encoding="utf-8") as handle:
-    names = json.load(handle)["labels"]
-model = SetFitModel(model_body=SentenceTransformer(adapter), model_head=head, labels=names)
-labels = model.predict(texts)
-probabilities = model.predict_proba(texts, as_numpy=True)
-print(labels, probabilities.tolist())
-"""
-
-LORA_SNIPPET = """\
-import json
-import torch
-from peft import PeftModel
-from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer
-
-{head}
-encoder = PeftModel.from_pretrained(AutoModel.from_pretrained(base), f"{{adapter}}/peft").eval()  # LoRA in it
-tokenizer = AutoTokenizer.from_pretrained(base)
-tokens = tokenizer(texts, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")
-with torch.no_grad():
-    states = encoder(**tokens).last_hidden_state
-mask = tokens["attention_mask"].unsqueeze(-1).to(states.dtype)
-embeddings = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)  # mean pooling, L2 norm
-head = load_file(f"{{adapter}}/adapter_model.safetensors")  # the logistic regression as a linear layer
-probabilities = (embeddings @ head["head.weight"].T + head["head.bias"]).softmax(-1)
-with open(f"{{adapter}}/infoprompt_adapter.json", encoding="utf-8") as handle:
-    names = json.load(handle)["labels"]
-labels = [names[i] for i in probabilities.argmax(-1).tolist()]
-print(labels, probabilities.tolist())
-"""
-
-PROBE_SNIPPET = """\
-import json
-import torch
-from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer
-
-{head}
-encoder = AutoModel.from_pretrained(base).eval()
-tokenizer = AutoTokenizer.from_pretrained(base)
-tokens = tokenizer(texts, padding=True, truncation=True, max_length={max_length}, return_tensors="pt")
-mask = tokens["attention_mask"].unsqueeze(-1).to(torch.float32)
-with torch.no_grad():
-    {features}
-head = load_file(f"{{adapter}}/adapter_model.safetensors")  # the logistic regression as a linear layer
-probabilities = (features @ head["head.weight"].T + head["head.bias"]).softmax(-1)
-with open(f"{{adapter}}/infoprompt_adapter.json", encoding="utf-8") as handle:
-    names = json.load(handle)["labels"]
-labels = [names[i] for i in probabilities.argmax(-1).tolist()]
-print(labels, probabilities.tolist())
-"""
-
-# The probe's features per pooling, as LinearProbe.features computes them.
-PROBE_FEATURES = {
-    "mean": "states = encoder(input_ids=tokens[\"input_ids\"], attention_mask=tokens[\"attention_mask\"])"
-            ".last_hidden_state\n    features = (states * mask).sum(1) / mask.sum(1)  # mean over the real tokens",
-    "cls": "states = encoder(input_ids=tokens[\"input_ids\"], attention_mask=tokens[\"attention_mask\"])"
-           ".last_hidden_state\n    features = states[:, 0]  # the first token's state",
-    "embeddings": "embedded = encoder.get_input_embeddings()(tokens[\"input_ids\"])\n"
-                  "    features = (embedded * mask).sum(1) / mask.sum(1)  # mean input embedding, no encoder pass",
-}
 
 
 # -- wording ------------------------------------------------------------------------------------------------------
-def _logistic_text(config: ClassifierConfig) -> str:
+def logistic_head_text(config: ClassifierConfig) -> str:
+    """How a SetFit-style logistic head is stored and applied, in words."""
     return ("The head is scikit-learn's `LogisticRegression` on that embedding: its arrays are in "
             "`setfit_head.safetensors` (`coef_`: one row for two classes, one per class otherwise; `intercept_`; "
             "`classes_`: indices into the labels), so that with two classes P(second) = sigmoid(e · coef_ᵀ + "
-            "intercept_). " + _linear_head_text(config, "the same head as a linear layer"))
+            "intercept_). " + linear_head_text(config, "the same head as a linear layer"))
 
 
-def _linear_head_text(config: ClassifierConfig, what: str = "the head") -> str:
+def linear_head_text(config: ClassifierConfig, what: str = "the head") -> str:
+    """How a linear head in ``adapter_model.safetensors`` applies, in words."""
     return (f"`adapter_model.safetensors` holds {what}: `head.weight` ({len(config.labels)} × features) and "
             "`head.bias`; the probabilities are softmax(features · head.weightᵀ + head.bias), in the labels' order.")
-
-
-def _sequence_head(config: ClassifierConfig) -> str:
-    model_type = str(config.backbone_fingerprint.get("model_type", ""))
-    if model_type == "bert":
-        return ("BERT's: the backbone's pretrained pooler, tanh of a dense layer on the [CLS] state, then the "
-                "trained linear `classifier`")
-    if model_type in ("roberta", "mpnet", "xlm-roberta", "camembert"):
-        return "the trained `classifier`: dense, tanh and `out_proj` on the first token's state"
-    return "the architecture's sequence-classification head, trained"
-
-
-def _probe_pooling(config: ClassifierConfig) -> str:
-    pooling = config.options.pooling
-    text = {
-        "mean": "the mean of the last hidden states over the real (unpadded) tokens, special tokens included",
-        "cls": "the last hidden state of the first token ([CLS])",
-        "embeddings": "the mean of the input token embeddings over the real tokens (no encoder pass)",
-        "spans": "the mean last hidden state of each entity mention the template marks, concatenated (infoprompt's "
-                 "template finds the mentions: load this adapter with infoprompt)",
-    }.get(pooling, f"pooled by {pooling!r}")
-    if config.long_text == "chunk":
-        text += (f"; a text over {config.max_length} tokens is read in windows of {config.max_length} tokens, "
-                 "each framed by [CLS] … [SEP] and pooled, and the windows' features averaged")
-    return text
 
 
 def _prompt_text(config: ClassifierConfig) -> str:
@@ -388,18 +227,6 @@ def _prompt_text(config: ClassifierConfig) -> str:
     return (f"This adapter inserts {prompts} into the template's `<p>` slots before the encoder runs;{reads} "
             "`adapter_model.safetensors` holds the trained parameters under infoprompt's module names. No other "
             "library has this model: load it with infoprompt (above).")
-
-
-def _lora_text(directory: Path) -> str:
-    try:
-        saved = json.loads((directory / PEFT_DIR / "adapter_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "see `peft/adapter_config.json`"
-    targets = saved.get("target_modules") or []
-    text = f"rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, on {', '.join(sorted(map(str, targets)))}"
-    if saved.get("layers_to_transform"):
-        text += f" of blocks {', '.join(map(str, saved['layers_to_transform']))} only"
-    return text
 
 
 def _backbone_text(name: str) -> str:

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from infoprompt.errors import UserError
 from infoprompt.gate import parse_json
-from infoprompt.io_utils import atomic_write_json, read_json_object
+from infoprompt.io_utils import atomic_write_json, read_json_object, scoped_environment
 from infoprompt.version import __version__
 
 if TYPE_CHECKING:
@@ -271,21 +271,6 @@ def _check_store_directory(uri: str) -> None:
     if not ancestor.is_dir():
         what = "is a file" if ancestor == path else f"lies under {ancestor}, which is a file"
         raise UserError(f"--tracking-uri {uri}: the MLflow store must be a directory, but {path} {what}")
-
-
-@contextmanager
-def scoped_environment(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` in ``os.environ`` for the block (MLflow reads its HTTP settings from there on each request)."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _first_line(error: BaseException) -> str:

@@ -2,6 +2,8 @@
 :mod:`infoprompt.kinds.registry` and docs/kinds.md), plus one line here. Build, train and load a model of any kind
 through :mod:`infoprompt.kinds.factory`."""
 
+from collections.abc import Sequence
+
 from infoprompt.kinds import (
     contrastive,
     lora,
@@ -19,6 +21,7 @@ from infoprompt.kinds.registry import (
     METHODS,
     Kind,
     Method,
+    get_kind,
     get_method,
     kind_of,
     register_kind,
@@ -35,9 +38,22 @@ register_kind(contrastive.KIND)
 register_kind(lora.KIND)
 register_kind(top_lora.KIND)
 
+
+def native_snippet(kind: str, *, adapter: str, base: str, texts: Sequence[str], max_length: int,
+                   pooling: str = "mean") -> str | None:
+    """The Python code that loads an adapter of ``kind`` with its own libraries alone and predicts ``texts``,
+    ending with ``labels`` (label names) and ``probabilities`` (texts × labels), as its model card quotes it
+    (``Kind.card``); ``None`` where there is none (a probe pooling entity spans, the kinds only infoprompt runs).
+    ``adapter``: the directory (peft's folder for ``peft``); ``base``: the backbone as a Hub id or a local path."""
+    card = get_kind(kind).card
+    if card is None or card.snippet is None:
+        return None
+    return card.snippet(adapter=adapter, base=base, texts=texts, max_length=max_length, pooling=pooling)
+
 __all__ = [
     "KINDS",
     "METHODS",
+    "native_snippet",
     "Kind",
     "Method",
     "build_model",

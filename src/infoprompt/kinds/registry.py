@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from infoprompt.errors import UserError
 from infoprompt.kinds.options import KindOptions
@@ -90,6 +92,26 @@ class Method:
 
 
 @dataclass(frozen=True)
+class CardText:
+    """What an adapter's model card says of its kind beyond what every card says (``infoprompt.model_card``).
+
+    Attributes:
+        computes: ``computes(config, directory, base)``: how the adapter predicts, in words a reader without
+            infoprompt can follow (pooling, normalisation, where the head's weights are and how they apply).
+        snippet: ``snippet(adapter=, base=, texts=, max_length=, pooling=)``: Python code that loads the adapter
+            with its own libraries and predicts ``texts``, ending with ``labels`` and ``probabilities``; ``None``
+            where the kind (or this adapter's settings) has none.
+        snippet_folder: the adapter's subfolder the snippet loads (peft's own layout), or "" for the adapter itself.
+        self_contained: the adapter holds a whole encoder, so its snippet needs no backbone.
+    """
+
+    computes: Callable[[Any, Path, str], str]
+    snippet: Callable[..., str | None] | None = None
+    snippet_folder: str = ""
+    self_contained: bool = False
+
+
+@dataclass(frozen=True)
 class Kind:
     """One kind of model, everything about it, and the methods that use it.
 
@@ -107,6 +129,8 @@ class Kind:
             for any other one.
         methods: the method-table rows of this kind, registered with it.
         require: checks the kind's optional dependencies; called before any data is read.
+        card: what its adapters' model cards say of it; ``None``: a model only infoprompt runs (the card says so
+            in general terms and gives no native snippet).
     """
 
     name: str
@@ -118,6 +142,7 @@ class Kind:
     training_options: Collection[str] = ENGINE_TRAINING
     methods: tuple[Method, ...] = ()
     require: Callable[[], None] | None = None
+    card: CardText | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capabilities", frozenset(self.capabilities))

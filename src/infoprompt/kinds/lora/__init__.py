@@ -1,12 +1,13 @@
 """The lora kind: LoRA inside the shared, frozen encoder and a linear head on its mean pool, trained with
 cross-entropy alone; the control that tells "adapts the body" from "contrastive" beside ``setfit-lora``."""
 
+from infoprompt.kinds.lora.card import CARD
 from infoprompt.kinds.lora.model import LoraClassifier
 from infoprompt.kinds.lora_layers import LoraOptions
 from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
 from infoprompt.training import train
 
-KIND = Kind("lora", LoraClassifier, train, options=LoraOptions, limits={
+KIND = Kind("lora", LoraClassifier, train, options=LoraOptions, card=CARD, limits={
     ONNX_EXPORT: "its export (peft's LoRA layers in the encoder) has not been built or checked",
 }, methods=(
     Method("lora-ce", LoraOptions(), lr=5e-4, warm_start=True, select="holdout", table_order=14,

@@ -2,6 +2,7 @@
 library."""
 
 from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
+from infoprompt.kinds.setfit.card import CARD
 from infoprompt.kinds.setfit.fit import SETFIT_TRAINING, fit_setfit, select_head_c, train_body
 from infoprompt.kinds.setfit.model import (
     HEAD_ATTRIBUTES,
@@ -24,7 +25,7 @@ __all__ = ["HEAD_ATTRIBUTES", "HEAD_C_GRID", "HEAD_FILE", "KIND", "SETFIT_TRAINI
            "SetFitOptions", "SetFitSettings", "SetFitTextEncoder", "build_body", "fit_setfit", "pair_options",
            "read_settings", "render_text", "require_setfit", "select_head_c", "train_body"]
 
-KIND = Kind("setfit", SetFitClassifier, fit_setfit, options=SetFitOptions, capabilities={ONNX_EXPORT},
+KIND = Kind("setfit", SetFitClassifier, fit_setfit, options=SetFitOptions, capabilities={ONNX_EXPORT}, card=CARD,
             training_options=SETFIT_TRAINING, require=require_setfit, methods=(
                 Method("setfit", SetFitOptions(), lr=2e-5, table_order=12,
                        description="SetFit via the setfit library: contrastive body fine-tuning + logistic "

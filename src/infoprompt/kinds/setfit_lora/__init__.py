@@ -4,6 +4,7 @@ then SetFit's logistic-regression head."""
 from infoprompt.kinds.lora_layers import structure_copy
 from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import SETFIT_TRAINING, fit_setfit, require_setfit
+from infoprompt.kinds.setfit_lora.card import CARD
 from infoprompt.kinds.setfit_lora.model import SetFitLoraClassifier, SetFitLoraSettings
 from infoprompt.kinds.setfit_lora.options import SetFitLoraOptions
 
@@ -15,6 +16,7 @@ SETFIT_LORA = Method(
                 "+ logistic regression")
 
 KIND = Kind("setfit-lora", SetFitLoraClassifier, fit_setfit, options=SetFitLoraOptions, capabilities={ONNX_EXPORT},
+            card=CARD,
             training_options=SETFIT_TRAINING, require=require_setfit, methods=(
                 SETFIT_LORA,
                 # r=4 keeps six adapted layers a block within the 5 MB adapter goal on MPNet (2.7 MB against r=8

@@ -4,6 +4,7 @@ fraction of its passes)."""
 
 from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import require_setfit
+from infoprompt.kinds.setfit_lora.card import CARD  # the same adapter layout: peft LoRA, mean pooling, head
 from infoprompt.kinds.top_lora.fit import TOP_LORA_TRAINING, fit_top_lora
 from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings
 from infoprompt.kinds.top_lora.options import TopLoraOptions
@@ -14,6 +15,7 @@ TOP_LORA = Method(
                 "lower blocks computed once per text; + logistic regression")
 
 KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
+            card=CARD,
             training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA,))
 
 __all__ = ["KIND", "TOP_LORA", "TopLoraClassifier", "TopLoraOptions", "TopLoraSettings", "fit_top_lora"]
