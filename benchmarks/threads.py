@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -278,6 +279,10 @@ def machine_line(args: argparse.Namespace) -> str:
             f"torch {torch.__version__}; median of {args.repeats} run(s); wall seconds (× alone, torch's count)")
 
 
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("INFOPROMPT_DATA_DIR", str(ROOT.parent / "shared" / "data")))
@@ -289,6 +294,9 @@ def main() -> None:
     parser.add_argument("--work-dir", help="where the run directories go (default: a temporary directory)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
+    # A SIGTERM (kill, a job's time limit) unwinds like Ctrl-C, so the busy neighbour's `finally` stops it: without
+    # this the neighbour outlived the benchmark and loaded a core until killed by hand.
+    signal.signal(signal.SIGTERM, interrupt)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
