@@ -194,6 +194,17 @@ def _native_use(config: ClassifierConfig, directory: Path, name: str, base: str)
 
 
 # -- native snippets ----------------------------------------------------------------------------------------------
+def linear_head_code(features: str) -> str:
+    """The lines a snippet ends with: apply the adapter's linear head (``adapter_model.safetensors``) to the
+    tensor named ``features`` and name the labels (the kinds whose head is a linear layer share them)."""
+    return ('head = load_file(f"{adapter}/adapter_model.safetensors")  # the logistic regression as a linear layer\n'
+            f'probabilities = ({features} @ head["head.weight"].T + head["head.bias"]).softmax(-1)\n'
+            'with open(f"{adapter}/infoprompt_adapter.json", encoding="utf-8") as handle:\n'
+            '    names = json.load(handle)["labels"]\n'
+            "labels = [names[i] for i in probabilities.argmax(-1).tolist()]\n"
+            "print(labels, probabilities.tolist())\n")
+
+
 def snippet_head(adapter: str, base: str | None, texts: Sequence[str]) -> str:
     """The lines every snippet starts with: the adapter's directory, the backbone (``None``: the adapter holds
     its own encoder) and the texts to predict."""

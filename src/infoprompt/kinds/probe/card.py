@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import linear_head_text, snippet_head
+from infoprompt.model_card import linear_head_code, linear_head_text, snippet_head
 
 PROBE_SNIPPET = """\
 import json
@@ -22,13 +22,7 @@ tokens = tokenizer(texts, padding=True, truncation=True, max_length={max_length}
 mask = tokens["attention_mask"].unsqueeze(-1).to(torch.float32)
 with torch.no_grad():
     {features}
-head = load_file(f"{{adapter}}/adapter_model.safetensors")  # the logistic regression as a linear layer
-probabilities = (features @ head["head.weight"].T + head["head.bias"]).softmax(-1)
-with open(f"{{adapter}}/infoprompt_adapter.json", encoding="utf-8") as handle:
-    names = json.load(handle)["labels"]
-labels = [names[i] for i in probabilities.argmax(-1).tolist()]
-print(labels, probabilities.tolist())
-"""
+{linear_head}"""
 
 # The probe's features per pooling, as LinearProbe.features computes them (entity spans need infoprompt's template).
 PROBE_FEATURES = {
@@ -65,6 +59,7 @@ def snippet(*, adapter: str, base: str, texts: Sequence[str], max_length: int, p
     if pooling not in PROBE_FEATURES:
         return None
     return PROBE_SNIPPET.format(head=snippet_head(adapter, base, texts), max_length=max_length,
+                                linear_head=linear_head_code("features"),
                                 features=PROBE_FEATURES[pooling])
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import PEFT_DIR, logistic_head_text, snippet_head
+from infoprompt.model_card import PEFT_DIR, linear_head_code, logistic_head_text, snippet_head
 
 LORA_SNIPPET = """\
 import json
@@ -26,13 +26,7 @@ with torch.no_grad():
     states = encoder(**tokens).last_hidden_state
 mask = tokens["attention_mask"].unsqueeze(-1).to(states.dtype)
 embeddings = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)  # mean pooling, L2 norm
-head = load_file(f"{{adapter}}/adapter_model.safetensors")  # the logistic regression as a linear layer
-probabilities = (embeddings @ head["head.weight"].T + head["head.bias"]).softmax(-1)
-with open(f"{{adapter}}/infoprompt_adapter.json", encoding="utf-8") as handle:
-    names = json.load(handle)["labels"]
-labels = [names[i] for i in probabilities.argmax(-1).tolist()]
-print(labels, probabilities.tolist())
-"""
+{linear_head}"""
 
 
 def lora_text(directory: Path) -> str:
@@ -54,7 +48,8 @@ def computes(config: Any, directory: Path, base: str) -> str:
 
 
 def snippet(*, adapter: str, base: str, texts: Sequence[str], max_length: int, pooling: str = "mean") -> str:
-    return LORA_SNIPPET.format(head=snippet_head(adapter, base, texts), max_length=max_length)
+    return LORA_SNIPPET.format(head=snippet_head(adapter, base, texts), max_length=max_length,
+                               linear_head=linear_head_code("embeddings"))
 
 
 CARD = CardText(computes, snippet)
