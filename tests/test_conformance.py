@@ -97,6 +97,20 @@ def test_it_trains_saves_and_predicts_the_same_in_a_fresh_process(kind, trained,
     assert torch.equal(torch.tensor(fresh_predictions[kind], dtype=here.dtype), here)
 
 
+
+@pytest.mark.parametrize("kind", NAMES)
+def test_its_trained_tensors_are_read_back_after_load_and_survive_a_second_save(kind, trained, tmp_path):
+    """What a loaded adapter reports as trained (re-saving, MLflow logging and parameter counts read it) is not
+    empty and round-trips: guards against a library update that freezes loaded weights (peft 0.22, #52)."""
+    _, directory = trained[kind]
+    loaded = load_adapter(directory)
+    state = loaded.trainable_state()
+    kept = set(state) - loaded.training_only_names()
+    assert kept, f"{kind}: a loaded adapter reports no trained tensor"
+    loaded.save_pretrained(tmp_path / "again")
+    again = load_adapter(tmp_path / "again").trainable_state()
+    assert kept <= set(again) and all(torch.equal(state[name], again[name]) for name in kept)
+
 def bad_values(annotation: object) -> list[object]:
     """Values of the wrong type for a field of type ``annotation``."""
     text = str(annotation)

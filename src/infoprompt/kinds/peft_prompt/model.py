@@ -69,6 +69,10 @@ class PeftPromptClassifier(BaselineModel):
         else:
             with quiet_peft_wrap():
                 self.peft = PeftModel.from_pretrained(base, str(peft_dir), is_trainable=False)
+            # trainable_state() reads requires_grad; peft >= 0.22 clears it on the head (modules_to_save) of a
+            # frozen load as well as on the prompt, and refuses is_trainable=True for prompt learning.
+            for name, parameter in self.peft.named_parameters():
+                parameter.requires_grad_(name.startswith("prompt_encoder.") or ".modules_to_save." in name)
         self.peft.eval()
         self.to(backbone.device)
 
