@@ -51,8 +51,10 @@ def export_refusal(config: ClassifierConfig) -> str | None:
     """Why the adapter cannot be exported as one encoder pass plus a head, or ``None`` when it can: its kind
     has the ONNX-export capability and its options keep it."""
     from infoprompt.kinds.registry import ONNX_EXPORT, kinds_with
+    from infoprompt.templates import Template
 
-    reason = config.kind.refusal(ONNX_EXPORT, config.options)
+    pairs = config.template is not None and len(Template.parse(config.template).fields) == 2
+    reason = config.kind.refusal(ONNX_EXPORT, config.options, pairs=pairs)
     if reason is None:
         return None
     return (f"method {config.method} cannot be exported to ONNX: {reason} (exportable kinds: "

@@ -289,6 +289,8 @@ def run_training(
         }
         if result.selection is not None:
             record["selection"] = result.selection  # what was picked, and from which held-out scores
+        if result.prediction_shares is not None:
+            record["prediction_shares"] = result.prediction_shares  # one class for every text shows here
         if directory is not None:
             record["adapter_bytes"] = save_adapter(model, directory, spec.keep_training_state)
             atomic_write_json(directory / METRICS_NAME, record)

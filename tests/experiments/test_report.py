@@ -206,7 +206,7 @@ def test_cells_and_tables_carry_the_adapter_size_and_the_time_per_cell(tmp_path)
     build_report(tmp_path / "results", tmp_path / "out")
     cells = {(c["method"], c["task"]): c
              for c in csv.DictReader(io.StringIO((tmp_path / "out" / "cells.csv").read_text()))}
-    assert list(next(iter(cells.values())))[-2:] == ["adapter_bytes", "train_s"]
+    assert list(next(iter(cells.values())))[-4:] == ["adapter_bytes", "train_s", "top_share", "majority_share"]
     assert cells["warp", "sst2"]["adapter_bytes"] == "9496"  # the mean over seeds, as an integer
     assert float(cells["warp", "sst2"]["train_s"]) == pytest.approx(75.0)
     assert cells["infoprompt", "sst2"]["adapter_bytes"] == cells["infoprompt", "sst2"]["train_s"] == ""
@@ -224,3 +224,17 @@ def test_sizes_and_times_read_as_people_write_them():
     assert [format_bytes(n) for n in (512, 3_280, 9_496, 796_080, 2_362_952, 90_864_000, 1.2e9)] == [
         "512 B", "3.28 kB", "9.5 kB", "796 kB", "2.36 MB", "90.9 MB", "1.2 GB"]
     assert [format_seconds(s) for s in (0.04, 59.94, 634.5, 7_200.0)] == ["0.0 s", "59.9 s", "10.6 min", "2.0 h"]
+
+
+def test_cells_show_the_largest_share_one_class_took_beside_the_majority_share(tmp_path):
+    """A body that puts nearly every text in one class shows in cells.csv whatever its accuracy (#53)."""
+    def shared(seed, top):
+        return record("mrpc", "top-lora", 64, 0, seed, 0.68,
+                      prediction_shares={"top_class": "equivalent", "top_share": top,
+                                         "majority_class": "equivalent", "majority_share": 0.684})
+
+    store(tmp_path / "results", [shared(1, 0.95), shared(2, 0.99), record("mrpc", "setfit", 64, 0, 1, 0.72)])
+    build_report(tmp_path / "results", tmp_path / "out")
+    cells = {c["method"]: c for c in csv.DictReader(io.StringIO((tmp_path / "out" / "cells.csv").read_text()))}
+    assert (cells["top-lora"]["top_share"], cells["top-lora"]["majority_share"]) == ("0.9900", "0.6840")
+    assert cells["setfit"]["top_share"] == cells["setfit"]["majority_share"] == ""  # older records say nothing

@@ -251,3 +251,49 @@ def test_the_head_is_balanced_by_default_where_the_metric_weighs_classes_alike(t
     train(model, examples(toy_task), None, TrainConfig(progress=False))
     assert model.settings.head_balanced is (model.task.primary_metric in BALANCED_METRICS) is False
     assert "mcc" in BALANCED_METRICS
+
+
+PAIRS = [("the cat sat on the mat", "a cat was sitting on the mat"), ("stocks fell sharply", "the sun is hot"),
+         ("he bought a car", "a car was bought by him"), ("rain is wet", "markets rallied today")] * 4
+SAME = ["same", "other", "same", "other"] * 4
+
+
+def test_pairs_read_apart_train_on_what_they_predict_from_and_reload(tiny_bert_dir, tmp_path):
+    """With pair_reading=separate, each text of a pair goes through the encoder alone: the features the fit's
+    split encoder gives the head equal the model's own pass over the joined input, the head reads
+    [u, v, |u - v|, u * v, cos], and the adapter reloads to the same probabilities (#53)."""
+    from infoprompt.classifier import Classifier
+    from infoprompt.kinds.top_lora.fit import TopBlocksTrainer
+    from infoprompt.tasks import Example
+
+    clf = Classifier(method="top-lora", backbone=str(tiny_bert_dir), pair_reading="separate", top_layers=1, epochs=2,
+                     batch_size=8, max_length=32, progress=False).fit(PAIRS, SAME)
+    model = clf.model_
+    hidden = model.backbone.hidden_size
+    assert model.reads_pairs_apart and model.head.in_features == 4 * hidden + 1
+    encoded = encode_examples(model, [Example(fields={"text": a, "text_pair": b}, source=str(i))
+                                      for i, (a, b) in enumerate(PAIRS)])
+    ids = [p.prompted.input_ids for p in encoded.pairs]
+    first, second = model.split_pair(list(ids[0]))
+    tokenizer = model.backbone.tokenizer
+    assert first == tokenizer(PAIRS[0][0])["input_ids"] and second == tokenizer(PAIRS[0][1])["input_ids"]
+    trainer = TopBlocksTrainer(model, model.settings, ids, torch.device("cpu"))
+    model.eval()
+    with torch.no_grad():
+        ours = torch.from_numpy(trainer.embeddings(range(len(ids)))).float()
+        theirs = model.embed(collate([p.prompted for p in encoded.pairs], tokenizer.pad_token_id))
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    clf.save(tmp_path / "pairs")
+    assert Classifier.load(tmp_path / "pairs").predict_proba(PAIRS).tolist() == clf.predict_proba(PAIRS).tolist()
+
+
+@pytest.mark.parametrize(("ids", "wrap", "halves"), [
+    ([101, 7, 8, 102, 9, 102], ([101], [102]), ([101, 7, 8, 102], [101, 9, 102])),  # BERT: [CLS] A [SEP] B [SEP]
+    ([0, 7, 2, 9, 10, 2], ([0], [2]), ([0, 7, 2], [0, 9, 10, 2])),  # MPNet/RoBERTa: <s> A </s> B </s>
+    ([7, 8, 3, 9], ([], []), ([7, 8], [9])),  # a tokenizer that adds nothing
+    ([101, 7, 102], ([101], [102]), ([101, 7, 102], [101, 102])),  # no second text: an empty one
+])
+def test_a_joined_pair_splits_into_what_each_text_alone_gives(ids, wrap, halves):
+    from infoprompt.kinds.top_lora.model import split_pair
+
+    assert split_pair(ids, wrap, wrap[1][0] if wrap[1] else 3) == halves

@@ -97,17 +97,20 @@ def to_csv(table: Table) -> str:
 
 def cells_csv(stats: dict[tuple, Stat]) -> str:
     """Long format: one row per (backbone, method, task, shots, n_p) with mean, std and the seeds behind it, the
-    mean adapter size in bytes and the mean training seconds (empty where the records lack them)."""
+    mean adapter size in bytes, the mean training seconds, and the largest share of the evaluation that one class
+    took on any seed beside the majority class's share (empty where the records lack them)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["backbone", "method", "task", "shots", "n_prompts", "mean", "std", "n_seeds", "seeds", "values",
-                     "adapter_bytes", "train_s"])
+                     "adapter_bytes", "train_s", "top_share", "majority_share"])
     for key in sorted(stats, key=lambda k: (k[0], k[1], k[2], shots_key(k[3]), k[4])):
         stat = stats[key]
         writer.writerow([*key[:3], key[3], key[4], f"{stat.mean:.6f}", "" if stat.n == 1 else f"{stat.std:.6f}",
                          stat.n, " ".join(map(str, stat.seeds)), " ".join(f"{v:.6f}" for v in stat.values),
                          "" if stat.adapter_bytes is None else round(stat.adapter_bytes),
-                         "" if stat.train_s is None else f"{stat.train_s:.3f}"])
+                         "" if stat.train_s is None else f"{stat.train_s:.3f}",
+                         "" if stat.top_share is None else f"{stat.top_share:.4f}",
+                         "" if stat.majority_share is None else f"{stat.majority_share:.4f}"])
     return buffer.getvalue()
 
 

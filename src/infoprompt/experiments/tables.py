@@ -37,13 +37,17 @@ OTHER_FAMILY = ("other", "other tasks", "one column per task")
 class Stat(SampleSummary):
     """One cell over its seeds: the values (mean, sample std and count from :class:`SampleSummary`) and seeds,
     with the mean size on disk of the saved adapters and the mean training seconds of the cell's records
-    (``None`` where no record has them), and how each seed's run was trained and where (in seed order)."""
+    (``None`` where no record has them), and how each seed's run was trained and where (in seed order);
+    ``top_share``: the largest share of its evaluation that one class took on any seed, beside the evaluation
+    split's ``majority_share`` (records that say, ``prediction_shares``; ``None`` otherwise)."""
 
     values: tuple[float, ...]
     seeds: tuple[int, ...]
     adapter_bytes: float | None = None
     train_s: float | None = None
     runs: tuple[Run, ...] = ()
+    top_share: float | None = None
+    majority_share: float | None = None
 
 
 @dataclass
@@ -133,6 +137,7 @@ def collect(records: Sequence[dict[str, Any]], metric: str | None = None) -> dic
     values: dict[tuple, list[tuple[int, float, Run]]] = defaultdict(list)
     sizes: dict[tuple, list[float]] = defaultdict(list)
     seconds: dict[tuple, list[float]] = defaultdict(list)
+    shares: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for record in records:
         if record.get("status", STATUS_OK) != STATUS_OK:
             continue
@@ -146,12 +151,17 @@ def collect(records: Sequence[dict[str, Any]], metric: str | None = None) -> dic
             sizes[key].append(float(record["adapter_bytes"]))
         if (spent := train_seconds(record)) is not None:
             seconds[key].append(spent)
+        predicted = record.get("prediction_shares")
+        if isinstance(predicted, dict) and _number(predicted.get("top_share")) and _number(predicted.get("majority_share")):
+            shares[key].append((float(predicted["top_share"]), float(predicted["majority_share"])))
     stats = {}
     for key, seeded in values.items():
         seeded.sort(key=lambda item: item[:2])
         stats[key] = Stat(values=tuple(v for _, v, _ in seeded), seeds=tuple(s for s, _, _ in seeded),
                           adapter_bytes=_mean(sizes[key]), train_s=_mean(seconds[key]),
-                          runs=tuple(run for _, _, run in seeded))
+                          runs=tuple(run for _, _, run in seeded),
+                          top_share=max((t for t, _ in shares[key]), default=None),
+                          majority_share=max((m for _, m in shares[key]), default=None))
     return stats
 
 

@@ -33,7 +33,7 @@ from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.config import TrainConfig
 from infoprompt.training.contract import FitResult, LossTerms
 from infoprompt.training.data import EncodedSet, encode_examples
-from infoprompt.training.inference import evaluate_encoded
+from infoprompt.training.inference import evaluate_with_shares
 from infoprompt.training.loop import JsonlLog
 
 
@@ -201,11 +201,13 @@ def finish_fit(
     """The final evaluation of a fitted baseline and its result (a fitted model has no MI terms, no periodic
     evaluations and, unless its fit says otherwise, no per-step timing of its own)."""
     final: dict[str, float] = {}
+    shares = None
     final_seconds = 0.0
     eval_set = encode_examples(model, eval_examples) if eval_examples else None
     if eval_set is not None:
         t0 = time.perf_counter()
-        final = evaluate_encoded(model, eval_set, config.eval_batch_size, config.progress, precision=config.precision)
+        final, shares = evaluate_with_shares(model, eval_set, config.eval_batch_size, config.progress,
+                                             precision=config.precision)
         final_seconds = time.perf_counter() - t0
         log.write({"type": "final_eval", "step": steps, "n_eval": len(eval_set), **final})
     log.close()
@@ -217,6 +219,7 @@ def finish_fit(
         n_eval=len(eval_set) if eval_set is not None else 0,
         truncated_train=sum(p.truncated for p in train_set.pairs),
         lr=lr,
+        prediction_shares=shares,
         timings={
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,

@@ -45,9 +45,9 @@ class KindOptions:
         record read it."""
         return 0
 
-    def limits(self) -> dict[str, str]:
+    def limits(self, pairs: bool = False) -> dict[str, str]:
         """Capabilities of the kind that these settings take away, each with the reason (see
-        :meth:`~infoprompt.kinds.registry.Kind.refusal`)."""
+        :meth:`~infoprompt.kinds.registry.Kind.refusal`); ``pairs``: for an adapter whose inputs are text pairs."""
         return {}
 
     def to_json(self) -> dict[str, Any]:

@@ -188,12 +188,12 @@ class Kind:
         except UserError as error:
             raise UserError(f"method {preset.name} (kind {self.name}): {error}") from None
 
-    def refusal(self, capability: str, options: KindOptions) -> str | None:
-        """Why adapters of this kind with ``options`` cannot do ``capability`` (a name from :data:`CAPABILITIES`),
-        or ``None`` when they can."""
+    def refusal(self, capability: str, options: KindOptions, pairs: bool = False) -> str | None:
+        """Why adapters of this kind with ``options`` (reading text pairs, with ``pairs``) cannot do ``capability``
+        (a name from :data:`CAPABILITIES`), or ``None`` when they can."""
         if capability not in self.capabilities:
             return self.limits.get(capability, f"kind {self.name} lacks the {capability} capability")
-        return options.limits().get(capability)
+        return options.limits(pairs).get(capability)
 
 
 def kinds_with(capability: str) -> list[str]:

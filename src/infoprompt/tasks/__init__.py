@@ -15,6 +15,7 @@ from infoprompt.tasks.base import (
 from infoprompt.tasks.entity import ENTITY_TASKS
 from infoprompt.tasks.files import FileColumns, check_eval_labels, collect_labels, read_labelled_file
 from infoprompt.tasks.glue import GLUE_TASKS
+from infoprompt.tasks.marked import MARKED_TASKS
 from infoprompt.tasks.multilabel import label_set, sample_few_shot_multilabel
 from infoprompt.tasks.relation import RELATION_TASKS
 from infoprompt.tasks.sampling import sample_few_shot
@@ -27,7 +28,7 @@ from infoprompt.tasks.user_task import (
     user_task,
 )
 
-TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS)}
+TASKS: dict[str, TaskSpec] = {task.name: task for task in (*GLUE_TASKS, *RELATION_TASKS, *ENTITY_TASKS, *MARKED_TASKS)}
 # The tasks this package ships, which adapters name without carrying them (TASKS also holds registered ones).
 BUILTIN_TASKS: dict[str, TaskSpec] = dict(TASKS)
 

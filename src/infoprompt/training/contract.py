@@ -102,6 +102,8 @@ class FitResult:
         world_size: processes the run was spread over.
         eval_feature_store: how the evaluation split's no-prompt pass was obtained (``off``, ``hit``, ``miss``).
         selection: what a held-out selection picked and from which scores (``None`` without one).
+        prediction_shares: the evaluation's most-predicted class and its share beside the majority class's
+            (:func:`~infoprompt.training.inference.prediction_shares`; ``None`` without evaluation).
     """
 
     metrics: dict[str, float]
@@ -116,6 +118,7 @@ class FitResult:
     world_size: int | None = None
     eval_feature_store: str = "off"
     selection: dict[str, object] | None = None
+    prediction_shares: dict[str, object] | None = None
 
 
 # A kind's trainer: ``fit(model, train_examples, eval_examples, TrainConfig, log_path) -> FitResult``.

@@ -54,10 +54,31 @@ def evaluate_encoded(
     model: Adapter, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
     accelerator: Accelerator | None = None, precision: str = "fp32",
 ) -> dict[str, float]:
+    return evaluate_with_shares(model, encoded, batch_size, progress, accelerator, precision)[0]
+
+
+def evaluate_with_shares(
+    model: Adapter, encoded: EncodedSet, batch_size: int = 64, progress: bool = False,
+    accelerator: Accelerator | None = None, precision: str = "fp32",
+) -> tuple[dict[str, float], dict[str, object] | None]:
+    """The task's metrics and :func:`prediction_shares` of one prediction pass over labelled examples."""
     if encoded.labels is None:
         raise UserError("evaluation needs labelled examples")
     probabilities = predict_encoded(model, encoded, batch_size, progress, accelerator, precision)
-    return task_metrics(model, encoded.labels, probabilities)
+    return task_metrics(model, encoded.labels, probabilities), prediction_shares(model, encoded.labels, probabilities)
+
+
+def prediction_shares(model: Adapter, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, object] | None:
+    """The most-predicted class and its share of the decisions beside the most frequent gold class and its share:
+    a classifier whose top share nears 1 puts (almost) every text in one class, whatever its accuracy says.
+    ``None`` for a multi-label task (no single decision per text) or no examples."""
+    if is_multi_label(model.task) or not len(labels):
+        return None
+    names = model.config.labels
+    predicted = torch.bincount(probabilities.argmax(-1), minlength=len(names))
+    gold = torch.bincount(labels, minlength=len(names))
+    return {"top_class": names[int(predicted.argmax())], "top_share": round(float(predicted.max()) / len(labels), 6),
+            "majority_class": names[int(gold.argmax())], "majority_share": round(float(gold.max()) / len(labels), 6)}
 
 
 def task_metrics(model: Adapter, labels: torch.Tensor, probabilities: torch.Tensor) -> dict[str, float]:

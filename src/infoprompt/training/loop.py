@@ -30,7 +30,7 @@ from infoprompt.training.data import (
     prompted_batch,
     subset,
 )
-from infoprompt.training.inference import evaluate_encoded
+from infoprompt.training.inference import evaluate_encoded, evaluate_with_shares
 from infoprompt.training.runtime import LossPass, autocast, model_device, run_device, start_accelerator
 from infoprompt.training.selection import select_epochs
 from infoprompt.validation import check_finite
@@ -111,6 +111,7 @@ def train(
         metrics=final, steps=step, last_losses=last, information=saturation.summary(), n_train=len(train_set),
         n_eval=evaluation.size, truncated_train=sum(p.truncated for p in train_set.pairs), lr=run.lr,
         world_size=accelerator.num_processes, eval_feature_store=evaluation.store_status, selection=selection,
+        prediction_shares=evaluation.shares,
         timings={
             "total_s": time.perf_counter() - started,
             "feature_cache_s": cache_seconds,
@@ -136,6 +137,7 @@ class Evaluation:
     precision: str
     progress: bool
     store_status: str = "off"
+    shares: dict[str, object] | None = None
 
     @property
     def cache_plain_pass(self) -> bool:
@@ -169,8 +171,8 @@ class Evaluation:
         if self.cache_plain_pass and self.encoded.pooled is None:
             self.store_status = cache_eval_features(self.model, self.examples, self.encoded, self.config,
                                                     self.accelerator, self.precision)
-        metrics = evaluate_encoded(self.model, self.encoded, self.config.eval_batch_size, self.progress,
-                                   self.accelerator, self.precision)
+        metrics, self.shares = evaluate_with_shares(self.model, self.encoded, self.config.eval_batch_size,
+                                                    self.progress, self.accelerator, self.precision)
         log.write({"type": "final_eval", "step": step, "n_eval": len(self.encoded), **metrics})
         return metrics, time.perf_counter() - started
 

@@ -21,7 +21,7 @@ class ProbeOptions(KindOptions):
                           "mean input embedding (embeddings), or on span tasks the mean state of each entity "
                           "mention (spans)", choices=POOLINGS)
 
-    def limits(self) -> dict[str, str]:
+    def limits(self, pairs: bool = False) -> dict[str, str]:
         if self.pooling != "spans":
             return {}
         return {LONG_TEXT_CHUNKS: "pooling 'spans' reads entity mentions, not windows",

@@ -14,8 +14,13 @@ TOP_LORA = Method(
     description="LoRA in the top blocks of the shared encoder, supervised contrastive over every pair of a batch, "
                 "lower blocks computed once per text; + logistic regression")
 
+TOP_LORA_SIAMESE = TOP_LORA.variant(
+    "top-lora-siamese", pair_reading="separate", table_order=16,
+    description="top-lora with the two texts of a pair encoded apart and compared ([u, v, |u - v|, u * v, cos]); "
+                "single texts as top-lora")
+
 KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
             card=CARD,
-            training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA,))
+            training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA, TOP_LORA_SIAMESE))
 
-__all__ = ["KIND", "TOP_LORA", "TopLoraClassifier", "TopLoraOptions", "TopLoraSettings", "fit_top_lora"]
+__all__ = ["KIND", "TOP_LORA", "TOP_LORA_SIAMESE", "TopLoraClassifier", "TopLoraOptions", "TopLoraSettings", "fit_top_lora"]

@@ -17,7 +17,7 @@ from infoprompt.kinds.common import finish_fit
 from infoprompt.kinds.setfit import select_head_c
 from infoprompt.kinds.top_lora.blocks import SplitEncoder
 from infoprompt.kinds.top_lora.losses import make_loss
-from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings
+from infoprompt.kinds.top_lora.model import TopLoraClassifier, TopLoraSettings, pair_features
 from infoprompt.kinds.top_lora.options import BALANCED_METRICS
 from infoprompt.progress import step_progress
 from infoprompt.tasks import Example
@@ -55,6 +55,13 @@ def epoch_batches(labels: Sequence[int], batch_size: int, generator: torch.Gener
     return [batches[i] for i in order if batches[i]]
 
 
+def pair_contrast(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """What the in-batch objective compares of pairs read apart: ``[|u - v|, u * v]`` of the normalised
+    embeddings, the part of :func:`pair_features` that says how the two texts relate, not what they say."""
+    u, v = torch.nn.functional.normalize(u, dim=-1), torch.nn.functional.normalize(v, dim=-1)
+    return torch.cat([(u - v).abs(), u * v], dim=-1)
+
+
 class Plateau:
     """Whether an epoch's mean loss has stopped improving: less than ``tolerance`` × the first epoch's mean loss
     below the best epoch before it, ``patience`` epochs running."""
@@ -80,6 +87,11 @@ class TopBlocksTrainer:
                  device: torch.device):
         self.model, self.settings = model, settings
         self.split = SplitEncoder(model.lora_encoder, settings.top_layers, model.backbone.tokenizer.pad_token_id)
+        # A pair read apart is two texts: the first texts' states at [0, n), the second texts' at [n, 2n).
+        self.apart = len(token_ids) if model.reads_pairs_apart else 0
+        if self.apart:
+            halves = [model.split_pair(list(ids)) for ids in token_ids]
+            token_ids = [a for a, _ in halves] + [b for _, b in halves]
         started = time.perf_counter()
         self.states = self.split.lower_states(token_ids, device=device)
         self.cache_seconds = time.perf_counter() - started
@@ -95,12 +107,20 @@ class TopBlocksTrainer:
             for parameter, initial in zip(self.lora_parameters(), self.initial, strict=True):
                 parameter.copy_(initial)
 
+    def pooled(self, rows: Sequence[int]) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The top blocks' mean-pooled states of ``rows``: one text each, or both texts of each pair read apart."""
+        pooled = self.split.pooled([self.states[i] for i in rows], self.settings.encode_batch)
+        if not self.apart:
+            return pooled
+        return pooled, self.split.pooled([self.states[self.apart + i] for i in rows], self.settings.encode_batch)
+
     @torch.no_grad()
     def embeddings(self, rows: Sequence[int]) -> np.ndarray:
-        """The normalised sentence embeddings of ``rows`` (eval mode), as the head reads them."""
+        """What the head reads of ``rows`` (eval mode): the normalised sentence embeddings, or the pair features."""
         self.split.upper.eval()
-        pooled = self.split.pooled([self.states[i] for i in rows], self.settings.encode_batch)
-        return torch.nn.functional.normalize(pooled, dim=-1).double().cpu().numpy()
+        pooled = self.pooled(rows)
+        features = pair_features(*pooled) if self.apart else torch.nn.functional.normalize(pooled, dim=-1)
+        return features.double().cpu().numpy()
 
     def optimizer(self, total_steps: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
         """AdamW on the LoRA weights with SetFit's schedule: linear warm-up, then linear decay to zero."""
@@ -115,8 +135,8 @@ class TopBlocksTrainer:
         """One optimisation step on the texts ``rows`` (their ``labels``): each encoded once by the top blocks,
         every pair among them scored. Returns the loss."""
         self.split.upper.train(self.settings.top_dropout)
-        pooled = self.split.pooled([self.states[i] for i in rows], self.settings.encode_batch)
-        loss = self.loss(pooled, labels)
+        pooled = self.pooled(rows)
+        loss = self.loss(pair_contrast(*pooled) if self.apart else pooled, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.lora_parameters(), 1.0)

@@ -7,7 +7,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
+from torch.nn import functional
 
 from infoprompt.backbones import Backbone
 from infoprompt.errors import UserError
@@ -17,6 +19,7 @@ from infoprompt.kinds.setfit import HEAD_C_GRID
 from infoprompt.kinds.setfit_lora import SetFitLoraClassifier
 from infoprompt.kinds.top_lora.blocks import check_top_layers, encoder_blocks
 from infoprompt.kinds.top_lora.options import DEFAULT_TOP_LAYERS, TopLoraOptions
+from infoprompt.templates import Batch, Template
 from infoprompt.validation import positive_number
 
 
@@ -60,6 +63,9 @@ class TopLoraSettings:
             balanced where the task's primary metric weighs every class alike
             (:data:`~infoprompt.kinds.top_lora.options.BALANCED_METRICS`: Matthews correlation, macro-F1), plain
             where it counts examples (accuracy); a fit records its choice.
+        pair_reading: ``joined`` (a pair is one text, the two separated by the tokenizer's separator) or
+            ``separate`` (each text of a pair pooled alone through the same encoder; the head reads
+            :func:`pair_features`). Single-text tasks read one text either way.
     """
 
     top_layers: int | None = None
@@ -89,6 +95,7 @@ class TopLoraSettings:
     head_max_iter: int = 100
     head_c_choices: tuple[float, ...] = ()
     head_balanced: bool | None = None
+    pair_reading: str = "joined"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them
@@ -127,9 +134,36 @@ SAME_NAMES = tuple(sorted({f.name for f in dataclasses.fields(TopLoraSettings)} 
                           - {"max_steps", "head_c"}))
 
 
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """What the head reads of a pair read apart: ``[u, v, |u - v|, u * v, cos(u, v)]`` of the two texts' normalised
+    embeddings (B, 4D + 1): each text alone, where they differ, where they agree, and how alike they are."""
+    u, v = functional.normalize(u, dim=-1), functional.normalize(v, dim=-1)
+    return torch.cat([u, v, (u - v).abs(), u * v, (u * v).sum(-1, keepdim=True)], dim=-1)
+
+
+def split_pair(ids: list[int], wrap: tuple[list[int], list[int]], sep_id: int) -> tuple[list[int], list[int]]:
+    """The token ids of a joined pair (``[CLS] A [SEP] B [SEP]``) as the ids of each text alone (``[CLS] A [SEP]``,
+    ``[CLS] B [SEP]``): what the tokenizer gives each text by itself, so both halves read as single texts do.
+    ``wrap``: the ids the tokenizer puts before and after one text (:func:`special_wrap`); ``sep_id``: the
+    separator between the two texts (the first one after the leading ids splits)."""
+    before, after = wrap
+    inner = ids[len(before) : len(ids) - len(after)]
+    cut = inner.index(sep_id) if sep_id in inner else len(inner)
+    return [*before, *inner[:cut], *after], [*before, *inner[cut + 1 :], *after]
+
+
+def special_wrap(tokenizer: object) -> tuple[list[int], list[int]]:
+    """The special ids a tokenizer puts before and after one text (``[CLS]`` / ``[SEP]``, ``<s>`` / ``</s>``, none)."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    wrapped = tokenizer("a")["input_ids"]
+    at = next(i for i in range(len(wrapped) - len(plain) + 1) if wrapped[i : i + len(plain)] == plain)
+    return wrapped[:at], wrapped[at + len(plain) :]
+
+
 class TopLoraClassifier(SetFitLoraClassifier):
     """setfit-lora's model (the shared encoder with LoRA, mean pooling, normalisation, a logistic head) with
-    LoRA only in the encoder's top ``top_layers`` blocks: the blocks below stay the backbone's own."""
+    LoRA only in the encoder's top ``top_layers`` blocks: the blocks below stay the backbone's own. With
+    ``pair_reading="separate"`` a pair's two texts are encoded apart and the head reads :func:`pair_features`."""
 
     settings_type = TopLoraSettings
 
@@ -138,6 +172,41 @@ class TopLoraClassifier(SetFitLoraClassifier):
         # The options record the k this model has (the default made concrete, or a loaded adapter's).
         options = dataclasses.replace(self.options, top_layers=self.settings.top_layers)
         self.config = dataclasses.replace(self.config, options=options)
+        if self.reads_pairs_apart:
+            self.head = nn.Linear(4 * self.head.in_features + 1, len(self.config.labels)).to(backbone.device)
+            with torch.no_grad():
+                self.head.weight.zero_()
+                self.head.bias.zero_()
+
+    @property
+    def reads_pairs_apart(self) -> bool:
+        """Whether this adapter encodes the two texts of a pair apart (its task's template holds two texts)."""
+        return self.settings.pair_reading == "separate" and len(Template.parse(self.config.template).fields) == 2
+
+    def split_pair(self, ids: list[int]) -> tuple[list[int], list[int]]:
+        """A joined pair's token ids as the ids of its two texts alone (:func:`split_pair`)."""
+        tokenizer = self.backbone.tokenizer
+        return split_pair(ids, special_wrap(tokenizer), tokenizer.sep_token_id)
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """The head's features: the normalised sentence embedding, or :func:`pair_features` of a pair read apart."""
+        if not self.reads_pairs_apart:
+            return super().embed(batch)
+        rows = [ids[mask.bool()].tolist() for ids, mask in zip(batch.input_ids, batch.attention_mask, strict=True)]
+        halves = [self.split_pair(ids) for ids in rows]
+        u, v = (self.embed_ids([pair[side] for pair in halves], batch.input_ids.device) for side in (0, 1))
+        return pair_features(u, v)
+
+    def embed_ids(self, rows: list[list[int]], device: torch.device) -> torch.Tensor:
+        """The body's normalised sentence embeddings of token-id rows (padded here)."""
+        pad = self.backbone.tokenizer.pad_token_id
+        length = max(len(ids) for ids in rows)
+        ids = torch.full((len(rows), length), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), length), dtype=torch.long)
+        for row, values in enumerate(rows):
+            ids[row, : len(values)] = torch.tensor(values, dtype=torch.long)
+            mask[row, : len(values)] = 1
+        return self.body({"input_ids": ids.to(device), "attention_mask": mask.to(device)})["sentence_embedding"]
 
     def default_settings(self) -> TopLoraSettings:
         """The settings of the adapter's options, ``top_layers`` unset made :data:`DEFAULT_TOP_LAYERS` (at most

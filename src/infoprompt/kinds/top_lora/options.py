@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infoprompt.kinds.lora_layers import LAYER_SETS, LoraOptions
+from infoprompt.kinds.registry import ONNX_EXPORT
 from infoprompt.kinds.setfit.options import HeadOptions
 from infoprompt.kinds.top_lora.losses import LOSSES
 from infoprompt.options import COUNT, FRACTION, POSITIVE, POSITIVE_FLOAT, option
 from infoprompt.validation import Rule, at_least_two, proportion
 
 SELECTIONS = ("none", "holdout")
+PAIR_READINGS = ("joined", "separate")
 STOPS = ("none", "plateau")
 DEFAULT_TOP_LAYERS = 8  # MPNet training split: k = 8 over 4 and 6 (docs/results.md, "top-lora")
 # Primary metrics that weigh each class alike, for which the head's classes are balanced by default.
@@ -71,6 +73,16 @@ class TopLoraOptions(LoraOptions, HeadOptions):
                                         "primary metric weighs classes alike, MCC or macro-F1; not for accuracy)",
                                         switch="flag")
     lora_dropout: float = option(0.0, "dropout on LoRA's input while training (default 0)", type=PROPORTION)
+    pair_reading: str = option("joined", "how a pair of texts (text, text_pair) is read: joined (one text, the pair "
+                               "separated by the tokenizer's separator, as SetFit reads it; default) or separate (each "
+                               "text through the encoder alone, the head on [u, v, |u - v|, u * v, cos(u, v)], as "
+                               "sentence-transformers compares two texts)", choices=PAIR_READINGS)
     lora_layers: str = option("all-linear", "the layers LoRA adapts in each top block when no --lora-targets are "
                               "named: all-linear (default: attention and feed-forward) or attention-qv",
                               choices=tuple(LAYER_SETS))
+
+    def limits(self, pairs: bool = False) -> dict[str, str]:
+        if pairs and self.pair_reading == "separate":
+            return {ONNX_EXPORT: "a pair read apart runs the encoder on each text alone, which one graph over the "
+                                 "joined tokens does not (train with --pair-reading joined to export it)"}
+        return {}
