@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from infoprompt.kinds.options import KindOptions
 from infoprompt.kinds.registry import LONG_TEXT_CHUNKS, ONNX_EXPORT
@@ -22,6 +23,8 @@ class ProbeOptions(KindOptions):
     pooling: str = option("mean", "the probe's features: the encoder's states pooled by mean (default) or cls, the "
                           "mean input embedding (embeddings), or on span tasks the mean state of each entity "
                           "mention (spans)", choices=POOLINGS)
+    HEAD_ONLY: ClassVar[tuple[str, ...]] = ("head_c",)
+
     # 1: infoprompt.logistic.REGULARISATION_C, scikit-learn's default (not imported: it would load scikit-learn).
     head_c: float = option(1.0, "C (inverse L2 strength) of the probe's logistic regression "
                            "(default 1, scikit-learn's)", type=POSITIVE_FLOAT)
