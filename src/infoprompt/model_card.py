@@ -30,6 +30,8 @@ PEFT_DIR = "peft"  # where the peft kinds keep peft's own layout (their kinds' P
 # The texts docs/native-loading.md's snippets are written with, and a card's when its save knows no data.
 EXAMPLE_TEXTS = ("a gorgeous , witty film", "a dull , lifeless plot")
 PLACEHOLDER_TEXTS = ("the first text to classify", "the second text to classify")
+PLACEHOLDER_PAIRS = (("the first text of a pair", "the second text of the pair"),
+                     ("another pair's first text", "its second text"))
 EXAMPLE_CHARACTERS = 200  # an example text is cut to this many characters in the card
 N_EXAMPLES = 2
 
@@ -94,7 +96,7 @@ def model_card(config: ClassifierConfig, directory: Path, facts: CardFacts) -> s
     """The card's text (see :func:`write_model_card`)."""
     from infoprompt.kinds.registry import get_method  # here: the kinds import this module
 
-    name = facts.name or directory.name
+    name = facts.name or given_path(directory)
     base = portable_name(config.backbone)
     run = facts.run
     sections = [
@@ -500,7 +502,9 @@ def _examples(config: ClassifierConfig, facts: CardFacts) -> tuple[Mapping[str, 
         return facts.examples
     if facts.run and isinstance(facts.run.get("examples"), list) and facts.run["examples"]:
         return tuple(facts.run["examples"])
-    return tuple({field: text for field in fields} for text in PLACEHOLDER_TEXTS)
+    if len(fields) == 1:
+        return tuple({fields[0]: text} for text in PLACEHOLDER_TEXTS)
+    return tuple(dict(zip(fields, pair, strict=False)) for pair in PLACEHOLDER_PAIRS)
 
 
 def _evaluated(run: Mapping[str, Any] | None) -> dict[str, Any]:
