@@ -92,14 +92,14 @@ def test_every_adapter_has_a_model_card_without_placeholders(saved_kinds, kind):
     card = (directory / CARD_NAME).read_text(encoding="utf-8")
     config = json.loads((directory / "infoprompt_adapter.json").read_text(encoding="utf-8"))
     assert card.startswith("---\nlibrary_name: infoprompt\n") and f"\n# {config['method']} adapter" in card
-    assert f"| kind | `{kind}` |" in card and f"| method | `{config['method']}`" in card
-    assert "| labels | `negative`, `positive` " in card  # in the head's order
+    assert f"- **kind**: `{kind}`\n" in card and f"- **method**: `{config['method']}`" in card
+    assert "- **labels**: `negative`, `positive` " in card  # in the head's order
     assert config["backbone_fingerprint"]["embedding_sha256"] in card and f"`{backbone}`" in card
-    assert "Not recorded" in card and "Not evaluated" in card  # save_pretrained is told no run
+    assert "not recorded" in card and "Not evaluated" in card  # save_pretrained is told no run
     assert "infoprompt predict --adapter" in card and "Classifier.load(" in card and "load_adapter(" in card
     assert f"the name the adapter records, `{backbone}` (" in card and "absolute path" not in card
-    for section in ("## Adapter", "## Training data", "## Metrics", "## Use it with infoprompt",
-                    "## Use it without infoprompt"):
+    for section in ("## Model details", "## Intended use", "## Limitations", "## Training procedure",
+                    "## Evaluation", "## How to use", "### With infoprompt", "### Without infoprompt"):
         assert section in card
     assert not [p for p in PLACEHOLDERS if p in card]
     if kind in ("peft", "setfit", "setfit-lora", "top-lora", "linear-probe"):
@@ -144,11 +144,11 @@ def test_a_run_card_has_the_data_drawn_and_the_metrics(tiny_bert_here, tmp_path)
                    eval_file="dev.csv", classifier={"max_length": 32})
     record = run_training(spec, "run", backbone=tiny_bert_here)
     card = Path("run", CARD_NAME).read_text(encoding="utf-8")
-    assert "Trained on the file `train.csv` (task `train`): 3 examples per class drawn with seed 2, 6 examples in " \
-           "all (negative: 3, positive: 3)." in card
+    assert "the file `train.csv`, task `train`: 3 examples per class drawn with seed 2, 6 examples in all." in card
+    assert "per class `negative` 3, `positive` 3." in card
     assert "On `dev.csv` (8 examples), after training; the task's primary metric is `accuracy`:" in card
     assert f"| accuracy | {record['metrics']['accuracy']:.4f} |" in card
-    assert f"| size | {record['adapter_bytes']:,} bytes" in card
+    assert f"- **size**: {record['adapter_bytes']:,} bytes" in card
     assert "infoprompt predict --adapter run --input" in card and 'Classifier.load("run")' in card
     assert "infoprompt eval --adapter run --eval-file" in card  # a file task is evaluated on a file
     assert not [p for p in PLACEHOLDERS if p in card] and str(tmp_path) not in card
@@ -158,7 +158,8 @@ def test_a_classifier_card_has_the_examples_it_was_fitted_on(bert_backbone, tmp_
     clf = ip.Classifier(method="linear-probe", backbone=bert_backbone, max_length=32)
     clf.fit([text for text, _ in TRAIN], [label for _, label in TRAIN]).save(tmp_path / "clf")
     card = (tmp_path / "clf" / CARD_NAME).read_text(encoding="utf-8")
-    assert "8 examples given to `Classifier.fit` (negative: 4, positive: 4); seed 1." in card
+    assert "8 examples given to `Classifier.fit` (task `classifier`)." in card
+    assert "per class `negative` 4, `positive` 4." in card and "- **Run**: seed 1" in card
     assert "Not evaluated" in card and 'Classifier.load("clf")' in card
     # The backbone was named by its absolute path: infoprompt_adapter.json keeps it (the library finds the encoder
     # by it on this machine), the card names its folder only.

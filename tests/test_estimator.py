@@ -161,6 +161,24 @@ def test_pipeline_and_grid_search(bert_backbone):
     assert search.best_estimator_.classes_.tolist() == [0, 1]
 
 
+def test_the_probe_takes_head_c_as_its_regressions_c(bert_backbone, tmp_path):
+    """linear-probe's logistic regression takes C like the other logistic heads (#55): a stronger penalty gives a
+    smaller head, GridSearchCV searches over it, and the saved adapter records it."""
+    strong, weak = probe(bert_backbone, head_c=0.001).fit(TEXTS, INTS), probe(bert_backbone, head_c=1000.0).fit(TEXTS, INTS)
+    norms = [float(clf.model_.head.weight.norm()) for clf in (strong, weak)]
+    assert norms[0] < norms[1] / 10
+    search = GridSearchCV(probe(bert_backbone), {"head_c": [0.01, 100.0]}, cv=2, error_score="raise").fit(TEXTS, INTS)
+    assert search.best_params_["head_c"] in (0.01, 100.0) and search.best_estimator_.model_.config.options.head_c in (0.01, 100.0)
+    from infoprompt.serving.adapters import feature_group
+
+    # C changes the head, not the features the server shares.
+    assert feature_group(strong.model_, "linear-probe") == feature_group(weak.model_, "linear-probe") is not None
+    strong.save(tmp_path / "strong")
+    assert Classifier.load(tmp_path / "strong", backbone=bert_backbone).model_.config.options.head_c == 0.001
+    with pytest.raises(ValueError, match="head_c"):
+        probe(bert_backbone, head_c=0).fit(TEXTS, INTS)
+
+
 # -- inputs -----------------------------------------------------------------------------------------------------
 def test_texts_as_arrays_series_and_dataframes(fitted, bert_backbone):
     pd = pytest.importorskip("pandas")

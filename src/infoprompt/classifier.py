@@ -10,6 +10,7 @@ probabilities and :func:`~infoprompt.kinds.load_adapter` reads a saved one back,
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class _Settings:
     threads: int | None
     model_options: dict[str, Any]
     train_options: dict[str, Any]
+    task_name: str = TASK_NAME
 
 
 class Classifier(ClassifierMixin, BaseEstimator):
@@ -73,6 +75,8 @@ class Classifier(ClassifierMixin, BaseEstimator):
     :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``max_length``, ...), the options of the method's
     kind (``n_prompts``, ``beta``, ``lora_rank``, ...) and the :class:`~infoprompt.training.TrainConfig` fields
     its fit reads (``epochs``, ``lr``, ``device``, ...); progress bars are off unless ``progress=True``.
+    ``task_name`` (any method) names the task :meth:`fit` makes from the labels, as the saved adapter and its
+    model card call it (default ``"classifier"``).
 
     Parameters: ``get_params()`` gives ``method``, ``backbone``, ``seed``, ``threads`` and every option given,
     each also an attribute (``clf.epochs``); ``set_params(epochs=3)`` sets them. Unlike scikit-learn's own
@@ -178,6 +182,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
         own probability (rows need not sum to 1).
         """
         from infoprompt.kinds import make_classifier, train
+        from infoprompt.model_card import card_examples
         from infoprompt.pipeline import label_counts
         from infoprompt.tasks.user_task import user_task
         from infoprompt.threads import use_threads
@@ -204,13 +209,16 @@ class Classifier(ClassifierMixin, BaseEstimator):
         else:
             targets = names
         columns = FileColumns(text_pair_column=PAIR_FIELD if pairs else None, multi_label=multi)
-        task = user_task(TASK_NAME, columns, sorted(values))
+        task = user_task(settings.task_name, columns, sorted(values))
         examples = [Example(fields=fields, label=target, source=where(i))
                     for i, (fields, target) in enumerate(zip(_fields(texts, pairs), targets, strict=True))]
         model = make_classifier(self._backbone(), task, self.method, seed=settings.seed, **settings.model_options)
         self.fit_result_ = train(model, examples, None, TrainConfig(seed=settings.seed, **settings.train_options))
         self.fit_summary_ = {"source": "Classifier.fit", "n_train": len(examples), "seed": settings.seed,
-                             "train_label_counts": label_counts(task, examples)}
+                             "train_label_counts": label_counts(task, examples), "steps": self.fit_result_.steps,
+                             "lr": self.fit_result_.lr, "timings": self.fit_result_.timings,
+                             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                             "examples": list(card_examples(examples))}
         report_truncation(self.fit_result_.truncated_train, len(examples), "training texts", model.config.max_length)
         self._set_model(model, [values[name] for name in model.config.labels])
         return self
@@ -277,16 +285,16 @@ class Classifier(ClassifierMixin, BaseEstimator):
         replaces only a saved adapter (as ``infoprompt train`` refuses an existing run directory without
         ``--overwrite``)."""
         from infoprompt.io_utils import atomic_write_json, staged_save_directory
-        from infoprompt.model_card import write_model_card
+        from infoprompt.model_card import CardFacts, card_facts, given_path
 
         model = self._fitted()
         values = [_json_value(label) for label in self.classes_.tolist()]
+        summary = getattr(self, "fit_summary_", None)
+        facts = CardFacts(summary, given_path(directory), tuple((summary or {}).get("examples", ())))
         with staged_save_directory(directory, overwrite) as staging:
-            model.save_pretrained(staging)
-            atomic_write_json(staging / LABELS_NAME, {"classes": values})
-            # Written again: the card save_pretrained wrote calls the directory by its staging name and knows no
-            # training data; this one names the final directory and the examples fit was given.
-            write_model_card(staging, model.config, getattr(self, "fit_summary_", None), name=Path(directory).name)
+            atomic_write_json(staging / LABELS_NAME, {"classes": values})  # first: the card lists it
+            with card_facts(facts):  # the save's one card: the final path as given, the examples fit was given
+                model.save_pretrained(staging)
 
     @classmethod
     def load(cls, directory: str | Path, backbone: Any = None, **options: Any) -> Classifier:
@@ -336,10 +344,16 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     """Check a classifier's parameters and split its options into the model's and the training's."""
     from infoprompt.kinds.config import ClassifierConfig
     from infoprompt.kinds.registry import KINDS, kind_of
+    from infoprompt.tasks.user_task import check_task_name
     from infoprompt.training.config import COMMON_TRAINING, TrainConfig
     from infoprompt.validation import nonnegative_int, positive_int
 
     kind = kind_of(method)  # an unknown method fails here, not at fit
+    options = dict(options)
+    # The name of the task fit makes from the labels (what the adapter and its model card call it): an option of
+    # Classifier itself, whatever the method.
+    task_name = options.pop("task_name", None)
+    task_name = TASK_NAME if task_name is None else check_task_name(task_name, "task_name")
     shared = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
     model_fields = shared | set(kind.own_options())
     train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
@@ -347,7 +361,7 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     unknown = sorted(set(options) - anywhere)
     if unknown:
         raise UserError(f"unknown Classifier option(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(sorted(model_fields | train_fields | {'seed', 'threads'}))}")
+                        f"{', '.join(sorted(model_fields | train_fields | {'seed', 'threads', 'task_name'}))}")
     foreign = sorted(name for name in options if name not in model_fields and name not in COMMON_TRAINING
                      and (name not in train_fields or name not in kind.training_options))
     if foreign:
@@ -364,7 +378,7 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     train_options = {"progress": False, **{name: value for name, value in options.items()
                                            if name in train_fields and name not in model_fields}}
     TrainConfig(seed=seed, **train_options)  # bad values fail here, not at fit
-    return _Settings(kind, seed, threads, model_options, train_options)
+    return _Settings(kind, seed, threads, model_options, train_options, task_name)
 
 
 def _load_backbone(name: str) -> Any:

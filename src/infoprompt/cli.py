@@ -149,7 +149,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         backbone=args.backbone, data_dir=args.data_dir, source=args.source, classifier=classifier_overrides(args),
         training=training_config(args, args.seed), cache_dir=args.cache_dir, sampling=args.sampling,
         train_file=args.train_file, eval_file=args.eval_file, keep_training_state=args.keep_training_state,
-        **file_columns(args),
+        task_name=args.task_name, **file_columns(args),
     )
     tracker = make_tracker(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     record = run_training(spec, args.out, overwrite=args.overwrite)
@@ -184,6 +184,8 @@ def add_file_options(parser: argparse.ArgumentParser, *, training: bool) -> None
                            "no final evaluation (metrics are empty) and nothing is held out of --train-file")
         group.add_argument("--multi-label", action="store_true",
                            help="a label cell holds several labels (a|b or a JSON list)")
+        group.add_argument("--task-name", help="the name of the task --train-file makes, as the adapter and its "
+                           "model card call it (default: the file's stem)")
         default = " (default %(default)s)"
     else:
         group.add_argument("--eval-file", help="a labelled file to evaluate on instead of a split; the columns "

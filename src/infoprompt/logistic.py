@@ -32,18 +32,19 @@ def head_from_sklearn(classifier: LogisticRegression, n_classes: int) -> tuple[n
 
 
 def fit_logistic_head(
-    features: np.ndarray, labels: np.ndarray, n_classes: int, seed: int
+    features: np.ndarray, labels: np.ndarray, n_classes: int, seed: int, c: float = REGULARISATION_C
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Fit an L2 logistic regression (C = :data:`REGULARISATION_C`); returns head weight, bias and iterations."""
+    """Fit an L2 logistic regression of inverse strength ``c``; returns head weight, bias and iterations."""
     if len(np.unique(labels)) < 2:
         raise UserError("a logistic-regression head needs training examples of at least two classes")
-    classifier = LogisticRegression(C=REGULARISATION_C, max_iter=MAX_ITER, random_state=seed)
+    classifier = LogisticRegression(C=c, max_iter=MAX_ITER, random_state=seed)
     classifier.fit(features.astype(np.float64), labels)
     weight, bias = head_from_sklearn(classifier, n_classes)
     return weight, bias, int(np.max(classifier.n_iter_))
 
 
-def fit_one_vs_rest_head(features: np.ndarray, targets: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+def fit_one_vs_rest_head(features: np.ndarray, targets: np.ndarray, seed: int,
+                         c: float = REGULARISATION_C) -> tuple[np.ndarray, np.ndarray, int]:
     """Multi-label: one L2 logistic regression per label on 0/1 ``targets`` (examples x labels); returns the rows
     of a head whose sigmoid gives each label's probability, the biases, and the most iterations one fit took.
     A label that every (or no) training example carries gets a constant probability instead of a fit."""
@@ -56,7 +57,7 @@ def fit_one_vs_rest_head(features: np.ndarray, targets: np.ndarray, seed: int) -
         if column.min() == column.max():
             bias[label] = 10.0 if column[0] else -10.0
             continue
-        classifier = LogisticRegression(C=REGULARISATION_C, max_iter=MAX_ITER, random_state=seed)
+        classifier = LogisticRegression(C=c, max_iter=MAX_ITER, random_state=seed)
         classifier.fit(features.astype(np.float64), column.astype(np.int64))
         weight[label], bias[label] = classifier.coef_[0], classifier.intercept_[0]
         iterations = max(iterations, int(np.max(classifier.n_iter_)))

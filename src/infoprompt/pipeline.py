@@ -27,7 +27,7 @@ from infoprompt.io_utils import (
 )
 from infoprompt.kinds import kind_of, make_classifier
 from infoprompt.kinds.config import ClassifierConfig
-from infoprompt.model_card import write_model_card
+from infoprompt.model_card import CardFacts, card_examples, card_facts, given_path
 from infoprompt.tasks import (
     Example,
     FileColumns,
@@ -292,11 +292,11 @@ def run_training(
         if result.prediction_shares is not None:
             record["prediction_shares"] = result.prediction_shares  # one class for every text shows here
         if directory is not None:
-            record["adapter_bytes"] = save_adapter(model, directory, spec.keep_training_state)
+            # The save's one model card is told the run (the data drawn, the metrics) and the directory's path as
+            # the user gave it (the save writes into a scratch directory).
+            with card_facts(CardFacts(record, given_path(out), card_examples(sample))):
+                record["adapter_bytes"] = save_adapter(model, directory, spec.keep_training_state)
             atomic_write_json(directory / METRICS_NAME, record)
-            # The card the save wrote knows no run: this one has the data drawn and the metrics, and calls the
-            # directory by its final name (it is written into a scratch directory).
-            write_model_card(directory, model.config, record, name=Path(out).name)
         return record
 
     if out is None:

@@ -6,7 +6,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from infoprompt.validation import check_fields
 
@@ -49,6 +49,15 @@ class KindOptions:
         """Capabilities of the kind that these settings take away, each with the reason (see
         :meth:`~infoprompt.kinds.registry.Kind.refusal`); ``pairs``: for an adapter whose inputs are text pairs."""
         return {}
+
+    # Options that change only how the head is fitted, not the features it reads: adapters that differ in these
+    # alone share the server's encoder pass and an ONNX export's encoder graph.
+    HEAD_ONLY: ClassVar[tuple[str, ...]] = ()
+
+    def feature_options(self) -> tuple[tuple[str, Any], ...]:
+        """The options the features depend on, as hashable ``(name, value)`` pairs (all but :attr:`HEAD_ONLY`)."""
+        return tuple((field.name, getattr(self, field.name)) for field in dataclasses.fields(self)
+                     if field.name not in self.HEAD_ONLY)
 
     def to_json(self) -> dict[str, Any]:
         return {name: list(value) if isinstance(value, tuple) else value

@@ -108,7 +108,7 @@ def load_model(directory: Path, backbone: Any) -> Any:
 
 def feature_group(model: Any, kind: str) -> Hashable | None:
     """A key shared by every loaded adapter whose features are the same encoder pass over the same input (same
-    backbone object, kind, template, token budget, truncation and options), or ``None`` for a model whose
+    backbone object, kind, template, token budget, truncation and feature options), or ``None`` for a model whose
     encoder pass is its own (prompted inputs, a fine-tuned private body): only kinds with the shared-plain-pass
     capability predict from features of the plain input alone."""
     from infoprompt.kinds.registry import SHARED_PLAIN_PASS
@@ -116,7 +116,8 @@ def feature_group(model: Any, kind: str) -> Hashable | None:
     config = model.config
     if config.kind.refusal(SHARED_PLAIN_PASS, config.options) is not None:
         return None
-    return (id(model.backbone), kind, config.task, config.template, config.max_length, config.truncate, config.options)
+    return (id(model.backbone), kind, config.task, config.template, config.max_length, config.truncate,
+            config.options.feature_options())  # a probe's C changes its head, not its features
 
 
 def _records(labels: Sequence[str], probabilities: torch.Tensor) -> list[dict[str, object]]:

@@ -239,6 +239,14 @@ def _check_task(task: TaskSpec, where: str) -> None:
         raise UserError(f"{where} 'positive_label' {task.positive_label!r} is not one of the labels")
 
 
+def check_task_name(name: object, what: str = "task name") -> str:
+    """``name`` when it is a valid name for a user's task (not a built-in task's), else a one-line error."""
+    _check_name(name, what)
+    if name in _builtin_names():
+        raise UserError(f"{what} {name!r} is a built-in task; give your data another name")
+    return str(name)
+
+
 def _check_name(name: object, what: str) -> None:
     if not isinstance(name, str) or not _TASK_NAME.match(name):
         raise UserError(f"{what} must be letters, digits, '_', '-' or '.' (not starting with '-' or '.'), "

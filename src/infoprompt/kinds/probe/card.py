@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import linear_head_code, linear_head_text, snippet_head
+from infoprompt.model_card import code, linear_head_code, linear_head_text, snippet_head
 
 PROBE_SNIPPET = """\
 import json
@@ -43,7 +43,7 @@ def pooling_text(config: Any) -> str:
         "embeddings": "the mean of the input token embeddings over the real tokens (no encoder pass)",
         "spans": "the mean last hidden state of each entity mention the template marks, concatenated (infoprompt's "
                  "template finds the mentions: load this adapter with infoprompt)",
-    }.get(pooling, f"pooled by {pooling!r}")
+    }.get(pooling, f"pooled by {code(str(pooling))}")
     if config.long_text == "chunk":
         text += (f"; a text over {config.max_length} tokens is read in windows of {config.max_length} tokens, "
                  "each framed by [CLS] … [SEP] and pooled, and the windows' features averaged")
@@ -51,7 +51,7 @@ def pooling_text(config: Any) -> str:
 
 
 def computes(config: Any, directory: Path, base: str) -> str:
-    return (f"The frozen encoder `{base}` runs unchanged; its features are {pooling_text(config)}, not "
+    return (f"The frozen encoder {code(base)} runs unchanged; its features are {pooling_text(config)}, not "
             "normalised. " + linear_head_text(config))
 
 

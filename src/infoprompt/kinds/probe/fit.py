@@ -57,12 +57,14 @@ def fit_linear_probe(
 
     fit_started = time.perf_counter()
     labels = train_set.labels.numpy()
+    head_c = model.config.options.head_c
     extra: dict[str, object] = {}
     if is_multi_label(model.task):
-        weight, bias, iterations, model.config.threshold = fit_multi_label(features.numpy(), labels, config)
+        weight, bias, iterations, model.config.threshold = fit_multi_label(features.numpy(), labels, config, head_c)
         extra = {"threshold": model.config.threshold}
     else:
-        weight, bias, iterations = fit_logistic_head(features.numpy(), labels, len(model.config.labels), config.seed)
+        weight, bias, iterations = fit_logistic_head(features.numpy(), labels, len(model.config.labels), config.seed,
+                                                     head_c)
     model.set_head(weight, bias)
     fit_seconds = time.perf_counter() - fit_started
     with torch.no_grad():
@@ -70,23 +72,24 @@ def fit_linear_probe(
         loss = nn.functional.binary_cross_entropy_with_logits if extra else nn.functional.cross_entropy
         train_loss = float(loss(logits, targets))
     log = JsonlLog(log_path)
-    log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": REGULARISATION_C,
+    log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": head_c,
                **extra})
 
     return finish_fit(model, train_set, eval_examples, config, log, steps=iterations, loss=train_loss, lr=None,
                       started=started, cache_seconds=cache_seconds, train_seconds=fit_seconds)
 
 
-def fit_multi_label(features: np.ndarray, targets: np.ndarray, config: TrainConfig) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """One-vs-rest logistic regression on the whole draw, with the decision threshold picked on a seeded
-    held-out slice (``holdout_fraction`` of the examples, at least one) by a fit on the rest."""
+def fit_multi_label(features: np.ndarray, targets: np.ndarray, config: TrainConfig,
+                    c: float = REGULARISATION_C) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """One-vs-rest logistic regression (inverse strength ``c``) on the whole draw, with the decision threshold
+    picked on a seeded held-out slice (``holdout_fraction`` of the examples, at least one) by a fit on the rest."""
     order = np.random.default_rng(config.seed).permutation(len(features))
     held = order[: max(1, round(config.holdout_fraction * len(features)))]
     kept = order[len(held):]
     threshold = 0.5
     if len(kept):
-        weight, bias, _ = fit_one_vs_rest_head(features[kept], targets[kept], config.seed)
+        weight, bias, _ = fit_one_vs_rest_head(features[kept], targets[kept], config.seed, c)
         probabilities = 1 / (1 + np.exp(-(features[held] @ weight.T + bias)))
         threshold = pick_threshold(probabilities, targets[held])
-    weight, bias, iterations = fit_one_vs_rest_head(features, targets, config.seed)
+    weight, bias, iterations = fit_one_vs_rest_head(features, targets, config.seed, c)
     return weight, bias, iterations, threshold

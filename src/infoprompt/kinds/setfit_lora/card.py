@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import PEFT_DIR, linear_head_code, logistic_head_text, snippet_head
+from infoprompt.model_card import PEFT_DIR, code, linear_head_code, logistic_head_text, snippet_head
 
 LORA_SNIPPET = """\
 import json
@@ -35,14 +35,15 @@ def lora_text(directory: Path) -> str:
     except (OSError, ValueError):
         return "see `peft/adapter_config.json`"
     targets = saved.get("target_modules") or []
-    text = f"rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, on {', '.join(sorted(map(str, targets)))}"
+    text = (f"rank {saved.get('r')}, alpha {saved.get('lora_alpha')}, on "
+            + ", ".join(code(target) for target in sorted(map(str, targets))))
     if saved.get("layers_to_transform"):
         text += f" of blocks {', '.join(map(str, saved['layers_to_transform']))} only"
     return text
 
 
 def computes(config: Any, directory: Path, base: str) -> str:
-    return (f"The encoder is `{base}` with peft's LoRA ({lora_text(directory)}) in `peft/`; its last hidden states "
+    return (f"The encoder is {code(base)} with peft's LoRA ({lora_text(directory)}) in `peft/`; its last hidden states "
             "are mean-pooled over the real (unpadded) tokens, special tokens included, and L2-normalised. "
             + logistic_head_text(config))
 
