@@ -386,7 +386,10 @@ def _native_use(config: ClassifierConfig, directory: Path, name: str, base: str,
     multi = (" For this multi-label adapter, take the sigmoid of the logits instead of the softmax; a label is "
              f"predicted where its probability reaches {config.threshold}." if config.threshold is not None else "")
     fields = _task_fields(config)
-    snippet = None if card.snippet is None else card.snippet(
+    # The snippets are one encoder pass and a head, what an ONNX graph is: options that rule out the graph
+    # (a top-lora pair read apart, a probe pooling entity spans) rule out the snippet too; ``computes`` says how.
+    one_pass = "onnx-export" not in config.options.limits(len(fields) == 2)
+    snippet = None if card.snippet is None or not one_pass else card.snippet(
         adapter=f"{name}/{card.snippet_folder}" if card.snippet_folder else name, base=base,
         texts=[example.get(fields[0], "") for example in examples], max_length=config.max_length,
         pooling=getattr(config.options, "pooling", "mean"))

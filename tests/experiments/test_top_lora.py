@@ -285,6 +285,11 @@ def test_pairs_read_apart_train_on_what_they_predict_from_and_reload(tiny_bert_d
     assert torch.allclose(ours, theirs, atol=1e-5)
     clf.save(tmp_path / "pairs")
     assert Classifier.load(tmp_path / "pairs").predict_proba(PAIRS).tolist() == clf.predict_proba(PAIRS).tolist()
+    card = (tmp_path / "pairs" / "README.md").read_text(encoding="utf-8")
+    assert "goes through the encoder alone" in card and "PeftModel.from_pretrained" not in card  # no one-pass snippet
+    from infoprompt.export import export_refusal
+
+    assert "pair read apart" in export_refusal(model.config)
 
 
 @pytest.mark.parametrize(("ids", "wrap", "halves"), [

@@ -43,9 +43,14 @@ def lora_text(directory: Path) -> str:
 
 
 def computes(config: Any, directory: Path, base: str) -> str:
+    apart = (getattr(config.options, "pair_reading", "joined") == "separate" and config.template is not None
+             and config.template.count("{") == 2)
+    pairs = ("Each text of a pair goes through the encoder alone (tokenised as a single text); with u and v the "
+             "two normalised embeddings, the head reads [u, v, |u - v|, u * v, u · v] (4 × hidden + 1 features, "
+             "in that order). " if apart else "")
     return (f"The encoder is {code(base)} with peft's LoRA ({lora_text(directory)}) in `peft/`; its last hidden states "
             "are mean-pooled over the real (unpadded) tokens, special tokens included, and L2-normalised. "
-            + logistic_head_text(config))
+            + pairs + logistic_head_text(config))
 
 
 def snippet(*, adapter: str, base: str, texts: Sequence[str], max_length: int, pooling: str = "mean") -> str:
