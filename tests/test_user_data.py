@@ -58,6 +58,10 @@ def test_train_eval_predict_on_an_intent_csv(method, intent_files, tiny_model_di
     record = json.loads((out / "metrics.json").read_text())
     assert record["task"] == "intents" and record["shots"] == "full" and record["n_train"] == 18
     assert set(record["metrics"]) == {"accuracy", "macro_f1"} and record["n_eval"] == 9
+    # Both fits (the engine's and a baseline's) say how much of the evaluation their most-predicted class took.
+    shares = record["prediction_shares"]
+    assert shares["top_class"] in INTENTS and 1 / len(INTENTS) - 1e-6 <= shares["top_share"] <= 1
+    assert shares["majority_share"] == pytest.approx(1 / 3, abs=1e-6)  # the dev file holds 3 rows of each class
     config = read_adapter_config(out)
     assert config.labels == tuple(sorted(INTENTS)) and config.task_spec["columns"]["text_column"] == "utterance"
     capsys.readouterr()
