@@ -50,6 +50,17 @@ def method_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def column_list(value: str) -> tuple[str, ...]:
+    """argparse type for --keep-columns: ``"id,text"`` -> ``("id", "text")``; an empty or repeated name is refused."""
+    names = tuple(part.strip() for part in value.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got {value!r}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"column {repeated[0]!r} is named more than once")
+    return names
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
     add_flags(group, model_flags())
@@ -319,19 +330,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     check_output_file(output)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
+    writer = PredictionWriter(output_format(args.format, output), config.labels, multi_label=is_multi_label(task),
+                              top_k=args.top_k, keep=args.keep_columns)
     if args.input != "-":
-        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
-            pass
+        for _ in iter_inputs(args.input, task, encoding=args.encoding, keep=args.keep_columns):
+            pass  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
-    writer = PredictionWriter(output_format(args.format, output), model.config.labels,
-                              multi_label=is_multi_label(model.task), top_k=args.top_k)
     skipped = 0
     with open_output(output) as handle:
         handle.write(writer.header().encode("utf-8"))
-        for chunk in iter_inputs(args.input, task, encoding=args.encoding):
+        for chunk in iter_inputs(args.input, task, encoding=args.encoding, keep=args.keep_columns):
             skipped += chunk.skipped
             records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
-            handle.write(writer.lines(chunk.lines, records).encode("utf-8"))
+            handle.write(writer.lines(chunk.lines, records, chunk.kept).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
@@ -421,8 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", help="write predictions here instead of stdout")
     predict.add_argument("--format", choices=FORMATS,
                          help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
-                              "row per input (line, label, probability_<label> ...). Default: csv for an --output "
-                              "named *.csv, else jsonl")
+                              "row per input (line, label, probability_<label> ...; a text cell starting with = + - "
+                              "@ tab CR or ' gets a ' in front, so no spreadsheet runs it). Default: csv for an "
+                              "--output named *.csv, else jsonl")
+    predict.add_argument("--keep-columns", type=column_list, default=(), metavar="COL,...",
+                         help="also write these input columns (csv: after line; jsonl: under input), so rows join "
+                              "without line numbers; a .txt line's column is the task's field (text or sentence). "
+                              "Default: none")
     predict.add_argument("--top-k", type=POSITIVE, metavar="K",
                          help="also give the K most probable labels with their probabilities, most probable first "
                               "(jsonl: top_k; csv: top1_label, top1_probability, ...)")

@@ -5,6 +5,8 @@ NumPy, scikit-learn and matplotlib load in the functions, so that the CLI's pars
 from __future__ import annotations
 
 import os
+import unicodedata
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,12 +60,31 @@ def report_text(gold: Any, predicted: Any, labels: Sequence[str], matrix: dict[s
 
 def plot_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     """The confusion matrix as a PNG: counts in the cells, shaded by the share of the true label's row (so that
-    a rare class's mistakes show as clearly as a frequent one's), written atomically on the Agg canvas."""
+    a rare class's mistakes show as clearly as a frequent one's), written atomically on the Agg canvas.
+
+    Labels and the title are user text, drawn as they are: ``$``, ``\\``, ``^`` and ``_`` never start mathtext
+    (a label ``$\\frac$`` would be a parse error), and TeX is never used."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
+        # rcParams are read again as ticks are drawn; a glyph the font lacks is drawn as a box, not worth a warning
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        _draw_confusion(matrix, path, title)
+
+
+def drawable(text: str) -> str:
+    """``text`` as a font can draw it: a control character or a lone surrogate (no character, which FreeType
+    refuses) becomes U+FFFD; everything else is kept."""
+    return "".join("\ufffd" if unicodedata.category(char) in ("Cc", "Cs") else char for char in text)
+
+
+def _draw_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     import numpy as np
 
     from infoprompt.analysis.plotting import new_figure, save_png
 
-    labels, counts = matrix["labels"], np.asarray(matrix["matrix"], dtype=float)
+    labels, counts = [drawable(label) for label in matrix["labels"]], np.asarray(matrix["matrix"], dtype=float)
+    title = drawable(title)
     totals = counts.sum(axis=1, keepdims=True)
     shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
     size = min(16.0, 2.5 + 0.45 * len(labels))

@@ -1,0 +1,111 @@
+"""Regression tests of issue 56, one section per class: user text escaped for each foreign format, bounded memory
+for every input, settings checked where they enter, ``Classifier`` checks, invisible text by Unicode property,
+and usage errors before any data is read."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from robust_helpers import listing, run_cli
+
+from infoprompt.errors import UserError
+
+PROBE_ARGS = ("--method", "linear-probe", "--max-length", "32", "--quiet")
+# Labels a hostile file may carry: formulas (OWASP's list), a quote, markup, mathtext, line breaks.
+NASTY_LABELS = ("=cmd|' /C calc'!A0", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=x", "$\\frac$", "a_b^c", "<b>x</b>")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+# -- class 1: user text escaped for each foreign format ------------------------------------------------------------
+label_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(labels=st.lists(st.one_of(label_text, st.sampled_from(NASTY_LABELS)), min_size=2, max_size=4, unique=True),
+       kept=st.one_of(label_text, st.sampled_from(NASTY_LABELS)))
+def test_predict_csv_cells_never_start_a_formula_and_read_back_by_the_documented_rule(labels, kept):
+    from infoprompt.prediction_format import PredictionWriter, csv_text
+
+    writer = PredictionWriter("csv", labels, multi_label=False, top_k=2, keep=["id"])
+    probabilities = {label: 1.0 / len(labels) for label in labels}
+    text = writer.header() + writer.lines([2], [{"label": labels[0], "probabilities": probabilities}], [{"id": kept}])
+    header, row = list(csv.reader(io.StringIO(text, newline="")))
+    for cell in header + row:
+        assert not cell.startswith(FORMULA_STARTS), cell  # no cell a spreadsheet would evaluate
+    assert [csv_text(cell) for cell in header[3:3 + len(labels)]] == [f"probability_{label}" for label in labels]
+    assert csv_text(row[1]) == kept and csv_text(row[2]) == labels[0] and csv_text(row[-4]) in labels
+
+
+def test_predict_csv_escapes_a_formula_label_end_to_end_and_keeps_columns(tmp_path, tiny_bert):
+    rows = [{"text": text, "label": label, "id": f"r{i}"} for i, (text, label) in
+            enumerate([("great movie", "=cmd|' /C calc'!A0"), ("bad film", "+1"), ("lovely story", "=cmd|' /C calc'!A0"),
+                       ("boring story", "+1")])]
+    train = jsonl(tmp_path / "train.jsonl", rows)
+    assert run_cli("train", "--train-file", train, *PROBE_ARGS, "--backbone", tiny_bert, "--out",
+                   tmp_path / "run").code == 0
+    result = run_cli("predict", "--adapter", tmp_path / "run", "--input", train, "--format", "csv", "--quiet",
+                     "--keep-columns", "id,text")
+    assert result.code == 0, result.err
+    table = list(csv.reader(io.StringIO(result.out, newline="")))
+    assert table[0] == ["line", "id", "text", "label", "probability_+1", "probability_=cmd|' /C calc'!A0"]
+    assert [row[1] for row in table[1:]] == ["r0", "r1", "r2", "r3"]
+    assert {row[3] for row in table[1:]} <= {"'+1", "'=cmd|' /C calc'!A0"}
+    lines = [json.loads(line) for line in run_cli("predict", "--adapter", tmp_path / "run", "--input", train,
+                                                  "--quiet", "--keep-columns", "id").out.splitlines()]
+    assert [line["input"] for line in lines] == [{"id": f"r{i}"} for i in range(4)]
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    ("nope", "train.jsonl:1: no column 'nope' to keep (--keep-columns)"),
+    ("id,,text", "argument --keep-columns: expected column names separated by commas"),
+    ("id,id", "argument --keep-columns: column 'id' is named more than once"),
+    ("label", "--keep-columns: column 'label' is also a column predict writes"),
+])
+def test_keep_columns_mistakes_are_one_line_before_the_model_loads(tmp_path, tiny_run, columns, message):
+    train = jsonl(tmp_path / "train.jsonl", [{"sentence": "great movie", "id": 1, "label": 1}])
+    before = listing(tmp_path)
+    result = run_cli("predict", "--adapter", tiny_run, "--input", train, "--format", "csv", "--keep-columns", columns,
+                     "--output", tmp_path / "out.csv")
+    assert result.one_line_error and message in result.err, result.err
+    assert listing(tmp_path) == before
+
+
+def test_keep_columns_of_a_txt_input_is_the_tasks_field(tmp_path, tiny_run):
+    (tmp_path / "in.txt").write_text("=1+1 great movie\n", encoding="utf-8")
+    result = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.txt", "--format", "csv", "--quiet",
+                     "--keep-columns", "sentence")
+    assert result.code == 0, result.err
+    assert list(csv.reader(io.StringIO(result.out)))[1][:2] == ["1", "'=1+1 great movie"]
+    refused = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.txt", "--keep-columns", "id")
+    assert refused.one_line_error and "no column 'id' to keep" in refused.err
+
+
+plot_text = st.text(st.characters(codec="utf-8"), min_size=1, max_size=10)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(labels=st.lists(st.one_of(plot_text, st.sampled_from(NASTY_LABELS)), min_size=2, max_size=3, unique=True),
+       title=plot_text)
+def test_plots_draw_user_text_literally_never_as_mathtext(tmp_path, monkeypatch, labels, title):
+    import matplotlib.mathtext
+
+    from infoprompt.eval_report import plot_confusion
+
+    def no_mathtext(*args, **kwargs):
+        raise AssertionError("user text reached mathtext")
+
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", no_mathtext)
+    matrix = {"labels": labels, "matrix": [[1] * len(labels) for _ in labels]}
+    plot_confusion(matrix, tmp_path / "confusion.png", title)
+    assert (tmp_path / "confusion.png").read_bytes().startswith(b"\x89PNG")
