@@ -109,3 +109,51 @@ def test_plots_draw_user_text_literally_never_as_mathtext(tmp_path, monkeypatch,
     matrix = {"labels": labels, "matrix": [[1] * len(labels) for _ in labels]}
     plot_confusion(matrix, tmp_path / "confusion.png", title)
     assert (tmp_path / "confusion.png").read_bytes().startswith(b"\x89PNG")
+
+
+# -- class 5: invisible text by Unicode property -------------------------------------------------------------------
+DEFAULT_IGNORABLE = ("\u3164", "\u115f", "\u1160", "\uffa0", "\u034f", "\u180b", "\u180e", "\u180f", "\ufe00",
+                     "\ufe0f", "\U000e0001", "\U000e0100", "\u2060", "\u00ad", "\u200b", "\ufeff")
+invisible = st.text(st.one_of(st.sampled_from(DEFAULT_IGNORABLE),
+                              st.characters(categories=("Zs", "Zl", "Zp", "Cc", "Cf", "Mn", "Me"))), min_size=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=invisible)
+def test_text_of_invisible_characters_only_is_empty(text):
+    from infoprompt.gate import check_texts
+
+    with pytest.raises(UserError, match="empty text field"):
+        check_texts({"text": text}, "texts[0]")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=invisible, letter=st.characters(categories=("L", "N", "P", "S"), exclude_characters=DEFAULT_IGNORABLE))
+def test_one_visible_character_makes_text(text, letter):
+    from infoprompt.gate import is_blank
+
+    assert not is_blank(text + letter + text)
+
+
+@pytest.mark.parametrize("text", ["\u3164", "\u034f\u034f", "\u115f\u1160", "\ufe0f"])
+def test_invisible_text_is_refused_from_a_file_the_api_and_the_server(tmp_path, tiny_run, tiny_model_dirs, text):
+    pytest.importorskip("fastapi")
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from infoprompt import Classifier
+    from infoprompt.serving.app import create_app
+
+    path = jsonl(tmp_path / "in.jsonl", [{"sentence": "great movie"}, {"sentence": text}])
+    result = run_cli("predict", "--adapter", tiny_run, "--input", path, "--output", tmp_path / "out.jsonl")
+    assert result.one_line_error and "in.jsonl:2: empty text field(s) sentence" in result.err, result.err
+    assert not (tmp_path / "out.jsonl").exists()
+    with pytest.raises(UserError, match=r"texts\[1\]: empty text field"):
+        Classifier(method="linear-probe", backbone=str(tiny_model_dirs["bert"])).fit(["good", text], ["a", "b"])
+    shutil.copytree(tiny_model_dirs["bert"], tmp_path / "tiny-bert")
+    app = create_app({"run": tiny_run}, backbone_dirs=[tiny_model_dirs["bert"]])
+    with TestClient(app, raise_server_exceptions=False) as api:
+        answer = api.post("/v1/adapters/run/predict", json={"inputs": ["good film", text]})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"] == "inputs[1]: empty text field(s) sentence"
