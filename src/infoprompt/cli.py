@@ -528,7 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
     from infoprompt.progress import is_terminal
+    from infoprompt.threads import check_thread_environment
 
+    for note in check_thread_environment():  # before torch starts: libgomp reads them once, as it loads
+        print(f"infoprompt: warning: {note}", file=sys.stderr)
     if hasattr(args, "quiet") and (args.quiet or not is_terminal(sys.stderr)):
         _quiet_libraries()
     try:

@@ -157,3 +157,58 @@ def test_invisible_text_is_refused_from_a_file_the_api_and_the_server(tmp_path, 
         answer = api.post("/v1/adapters/run/predict", json={"inputs": ["good film", text]})
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["message"] == "inputs[1]: empty text field(s) sentence"
+
+
+# -- class 3: every setting checked where it enters -----------------------------------------------------------------
+@pytest.mark.parametrize(("value", "kept", "note"), [
+    ("abc", None, "OMP_NUM_THREADS='abc' is not a positive whole number; ignored"),
+    ("0", None, "OMP_NUM_THREADS='0' is not a positive whole number"),
+    ("-2", None, "OMP_NUM_THREADS='-2' is not a positive whole number"),
+    ("4,0", None, "OMP_NUM_THREADS='4,0' is not a positive whole number"),
+    ("99999", "8", "OMP_NUM_THREADS=99999 is more than the 8 CPUs of this machine; using 8"),
+    ("99999,2", "8,2", "using 8,2"),
+    ("3", "3", None),
+])
+def test_thread_variables_are_read_before_torch_and_fixed_in_the_environment(monkeypatch, value, kept, note):
+    from infoprompt import threads
+
+    monkeypatch.setattr(threads, "machine_cpus", lambda: 8)
+    environ = {"OMP_NUM_THREADS": value, "MKL_NUM_THREADS": "many", "PATH": "/bin"}
+    notes = threads.check_thread_environment(environ)
+    assert environ.get("OMP_NUM_THREADS") == kept and "MKL_NUM_THREADS" not in environ and environ["PATH"] == "/bin"
+    assert notes[-1] == "MKL_NUM_THREADS='many' is not a positive whole number; ignored (the default count applies)"
+    assert (note is None and len(notes) == 1) or note in notes[0]
+
+
+def test_a_thread_count_over_the_machine_is_cut_to_it(monkeypatch, capsys):
+    from infoprompt import threads
+
+    monkeypatch.setattr(threads, "machine_cpus", lambda: 2)
+    monkeypatch.setattr(threads, "usable_cpus", lambda: (2, "cpu-count"))
+    assert threads.choose_threads(100000, environ={}).threads == 2
+    assert threads.choose_threads(environ={"OMP_NUM_THREADS": "99999"}).threads == 2
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert threads.use_threads(100000).threads == 2
+    finally:
+        torch.set_num_threads(before)
+    assert capsys.readouterr().err == ("infoprompt: warning: 100000 threads (--threads) are more than the 2 CPUs of "
+                                       "this machine; using 2\n")
+
+
+def test_garbage_thread_variables_never_reach_libgomp(tiny_run, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("great movie\n", encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": "garbage", "MKL_NUM_THREADS": "0"}
+    done = subprocess.run([sys.executable, "-m", "infoprompt.cli", "predict", "--adapter", str(tiny_run), "--input",
+                           str(tmp_path / "in.txt"), "--quiet", "--threads", "100000"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "libgomp" not in done.stderr and done.stderr.count("\n") == 3, done.stderr
+    assert "OMP_NUM_THREADS='garbage' is not a positive whole number" in done.stderr
+    assert json.loads(done.stdout)["line"] == 1
