@@ -320,6 +320,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.prediction_format import PredictionWriter, output_format
     from infoprompt.tasks import is_multi_label
+    from infoprompt.templates import CHARS_PER_TOKEN
     from infoprompt.threads import use_threads
     from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
@@ -332,14 +333,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     task = config_task(config)
     writer = PredictionWriter(output_format(args.format, output), config.labels, multi_label=is_multi_label(task),
                               top_k=args.top_k, keep=args.keep_columns)
+    # A .txt line is cut to what the model's cut can read; with truncation off, a longer one is refused later.
+    cut = config.max_length * CHARS_PER_TOKEN if config.truncate else None
+    reading = {"encoding": args.encoding, "keep": args.keep_columns, "cut_chars": cut}
     if args.input != "-":
-        for _ in iter_inputs(args.input, task, encoding=args.encoding, keep=args.keep_columns):
+        for _ in iter_inputs(args.input, task, **reading):
             pass  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
     skipped = 0
     with open_output(output) as handle:
         handle.write(writer.header().encode("utf-8"))
-        for chunk in iter_inputs(args.input, task, encoding=args.encoding, keep=args.keep_columns):
+        for chunk in iter_inputs(args.input, task, **reading):
             skipped += chunk.skipped
             records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
             handle.write(writer.lines(chunk.lines, records, chunk.kept).encode("utf-8"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts, parse_json
-from infoprompt.io_utils import iter_lines
+from infoprompt.io_utils import bounded_text_lines, iter_lines
 from infoprompt.tasks import TaskSpec, UserTask
 
 ENCODING_HINT = ", or pass --encoding"
@@ -102,7 +102,8 @@ CHUNK_ROWS = 1024
 CHUNK_BYTES = 1 << 20
 
 
-def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8", keep: Sequence[str] = ()) -> Inputs:
+def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8", keep: Sequence[str] = (),
+                cut_chars: int | None = None) -> Inputs:
     """``source`` is a ``.txt`` file (one text per line), a ``.csv`` or ``.tsv`` file whose header names the
     fields, a ``.jsonl`` file, or ``-`` for stdin.
 
@@ -112,18 +113,22 @@ def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8", keep: Sequ
     for chunks.
     """
     whole = Inputs()
-    for chunk in iter_inputs(source, task, encoding, chunk_rows=1 << 62, chunk_bytes=1 << 62, keep=keep):
+    for chunk in iter_inputs(source, task, encoding, chunk_rows=1 << 62, chunk_bytes=1 << 62, keep=keep,
+                             cut_chars=cut_chars):
         whole.extend(chunk)
     return whole
 
 
 def iter_inputs(
     source: str, task: TaskSpec, encoding: str = "utf-8", chunk_rows: int | None = None, chunk_bytes: int | None = None,
-    keep: Sequence[str] = (),
+    keep: Sequence[str] = (), cut_chars: int | None = None,
 ) -> Iterator[Inputs]:
     """The rows of ``source`` (as :func:`read_inputs` reads them) in chunks of at most ``chunk_rows`` rows or
     about ``chunk_bytes`` bytes of text (default :data:`CHUNK_ROWS`, :data:`CHUNK_BYTES`), read as they are
-    needed: memory does not grow with the input."""
+    needed: memory does not grow with the input, nor with one line. A line of a ``.txt`` file longer than
+    :data:`~infoprompt.io_utils.LINE_PIECE_BYTES` keeps its first and last ``cut_chars`` characters (what the
+    model's cut can use: see :func:`~infoprompt.templates.clip_characters`); any other line longer than
+    :data:`~infoprompt.io_utils.MAX_LINE_BYTES` is a one-line error."""
     chunk_rows = chunk_rows or CHUNK_ROWS
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     if source == "-":
@@ -147,7 +152,8 @@ def iter_inputs(
         if path.suffix == ".csv":
             yield from _csv_chunks(handle, str(path), task, encoding, chunk_rows, keep)
             return
-        lines = iter_lines(handle, str(path), encoding, ENCODING_HINT)
+        lines = iter_lines(handle, str(path), encoding, ENCODING_HINT,
+                           cut_chars=cut_chars if path.suffix == ".txt" else None)
         if path.suffix in (".jsonl", ".txt"):
             yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, json_only=path.suffix == ".jsonl",
                                plain=path.suffix == ".txt", keep=keep)
@@ -176,7 +182,7 @@ def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: in
     """A CSV file (RFC 4180 quoting: cells may hold commas, quotes and line breaks) with a header line, read
     record by record."""
     text = io.TextIOWrapper(handle, encoding="utf-8-sig" if encoding == "utf-8" else encoding, newline="")
-    reader = csv.reader(text, strict=True)
+    reader = csv.reader(bounded_text_lines(text, name), strict=True)
     header: list[str] | None = None
     chunk, line = Inputs(), 1
     while True:

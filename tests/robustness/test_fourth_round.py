@@ -212,3 +212,79 @@ def test_garbage_thread_variables_never_reach_libgomp(tiny_run, tmp_path):
     assert "libgomp" not in done.stderr and done.stderr.count("\n") == 3, done.stderr
     assert "OMP_NUM_THREADS='garbage' is not a positive whole number" in done.stderr
     assert json.loads(done.stdout)["line"] == 1
+
+
+# -- class 2: bounded memory for every input channel ------------------------------------------------------------
+def test_a_token_file_is_read_no_further_than_its_limit(tmp_path):
+    from infoprompt.serving.cli import MAX_TOKEN_BYTES, read_token
+
+    with pytest.raises(UserError, match=f"--token-file /dev/zero: more than {MAX_TOKEN_BYTES} bytes"):
+        read_token("/dev/zero")
+    (tmp_path / "token").write_text("s3cret\n")
+    assert read_token(str(tmp_path / "token")) == "s3cret"
+
+
+def test_serve_with_dev_zero_as_token_file_is_one_line(tiny_run):
+    pytest.importorskip("fastapi")
+    result = run_cli("serve", "--adapter", f"run={tiny_run}", "--token-file", "/dev/zero", "--port", "1")
+    assert result.one_line_error and "more than 4096 bytes" in result.err, result.err
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Line pieces of 64 bytes and lines of at most 1 kB, so that over-long lines are cheap to make."""
+    from infoprompt import io_utils
+
+    monkeypatch.setattr(io_utils, "LINE_PIECE_BYTES", 64)
+    monkeypatch.setattr(io_utils, "MAX_LINE_BYTES", 1024)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "latin-1"])
+def test_an_over_long_txt_line_keeps_its_head_and_tail_and_nothing_between(small_pieces, tmp_path, encoding):
+    from infoprompt.inputs import read_inputs
+    from infoprompt.tasks import get_task
+
+    text = "é" + "x" * 5000 + "ü"
+    (tmp_path / "in.txt").write_bytes(f"short\n{text}\nlast\n".encode(encoding))
+    inputs = read_inputs(str(tmp_path / "in.txt"), get_task("sst2"), encoding, cut_chars=10)
+    assert [row["sentence"] for row in inputs.rows] == ["short", "éxxxxxxxxx" + "xxxxxxxxxü", "last"]
+    assert inputs.lines == [1, 2, 3]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".tsv", ".csv"])
+def test_an_over_long_line_of_json_or_columns_is_one_line(small_pieces, tmp_path, suffix):
+    from infoprompt.inputs import read_inputs
+    from infoprompt.tasks import get_task
+
+    long = "x" * 5000
+    body = {".jsonl": json.dumps({"sentence": long}) + "\n", ".tsv": f"sentence\n{long}\n",
+            ".csv": f"sentence\n{long}\n"}[suffix]
+    (tmp_path / f"in{suffix}").write_text(body, encoding="utf-8")
+    with pytest.raises(UserError, match="the line is longer than 1024 bytes, the most a line of JSON or columns"):
+        read_inputs(str(tmp_path / f"in{suffix}"), get_task("sst2"), cut_chars=10)
+    (tmp_path / f"ok{suffix}").write_text(body.replace(long, "x" * 500), encoding="utf-8")
+    assert read_inputs(str(tmp_path / f"ok{suffix}"), get_task("sst2")).rows == [{"sentence": "x" * 500}]
+
+
+def test_predict_on_an_over_long_txt_line_gives_what_the_whole_line_gives(tmp_path, tiny_run, monkeypatch):
+    from infoprompt import io_utils
+
+    words = " ".join(f"w{i}" for i in range(20000))
+    (tmp_path / "in.txt").write_text(words + "\n", encoding="utf-8")
+    whole = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.txt", "--quiet")
+    monkeypatch.setattr(io_utils, "LINE_PIECE_BYTES", 256)
+    cut = run_cli("predict", "--adapter", tiny_run, "--input", tmp_path / "in.txt", "--quiet")
+    assert whole.code == cut.code == 0 and json.loads(whole.out) == json.loads(cut.out)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_training_file_over_the_limit_is_refused_before_it_is_read(tmp_path, tiny_bert, monkeypatch, suffix):
+    from infoprompt.tasks import files
+
+    monkeypatch.setattr(files, "MAX_DATA_FILE_BYTES", 100)
+    train = tmp_path / f"train{suffix}"
+    train.write_text("text,label\n" + "good film,pos\nbad film,neg\n" * 10 if suffix == ".csv" else
+                     "".join(json.dumps({"text": "good film", "label": "pos"}) + "\n" for _ in range(10)))
+    result = run_cli("train", "--train-file", train, *PROBE_ARGS, "--backbone", tiny_bert, "--out", tmp_path / "run")
+    assert result.one_line_error and "more than the 100 bytes" in result.err, result.err
+    assert not (tmp_path / "run").exists()
