@@ -288,3 +288,88 @@ def test_a_training_file_over_the_limit_is_refused_before_it_is_read(tmp_path, t
     result = run_cli("train", "--train-file", train, *PROBE_ARGS, "--backbone", tiny_bert, "--out", tmp_path / "run")
     assert result.one_line_error and "more than the 100 bytes" in result.err, result.err
     assert not (tmp_path / "run").exists()
+
+
+# -- class 4: Classifier checks every parameter at construction and set_params --------------------------------
+WRONG_VALUES = (None, "seven", 7, True, float("nan"), -1, 0)
+
+
+def _kinds_methods() -> list[tuple[str, str]]:
+    from infoprompt.kinds.registry import KINDS, METHODS
+
+    return [(kind, next(m.name for m in METHODS.values() if m.kind == kind)) for kind in KINDS]
+
+
+def _plainly_wrong(annotation: str, value: object) -> bool:
+    """Whether ``value`` cannot be an option of type ``annotation`` at all (whatever its range)."""
+    arms = {arm.strip() for arm in annotation.split("|")}
+    if value is None:
+        return "None" not in arms
+    if isinstance(value, float) and value != value:
+        return True  # NaN
+    if isinstance(value, bool):
+        return "bool" not in arms
+    if isinstance(value, str):
+        return not any(arm == "str" or arm.startswith("tuple[str") for arm in arms)
+    return "int" not in arms and "float" not in arms  # an int for a text
+
+
+@pytest.mark.parametrize(("kind", "method"), _kinds_methods())
+def test_every_option_of_every_kind_is_checked_at_construction_and_set_params(kind, method):
+    import dataclasses
+
+    from infoprompt import Classifier
+    from infoprompt.kinds.config import ClassifierConfig
+    from infoprompt.kinds.registry import KINDS
+
+    options = KINDS[kind].options
+    shared = {"max_length": "int", "truncate": "bool", "long_text": "str", "template": "str | None",
+              "threshold": "float | None"}
+    fields = {f.name: str(f.type) for f in dataclasses.fields(options) if f.name not in options.preset_names()}
+    base = Classifier(method=method, backbone="tiny")
+    for name, annotation in {**shared, **fields}.items():
+        for value in WRONG_VALUES:
+            try:
+                ClassifierConfig.create(task="classifier", method=method, backbone="-", **{name: value})
+                valid = True
+            except UserError:
+                valid = False
+            try:
+                Classifier(method=method, backbone="tiny", **{name: value})
+                accepted = True
+            except UserError as error:  # a ValueError with one line, never a TypeError or AttributeError
+                accepted = False
+                assert "\n" not in str(error) and isinstance(error, ValueError)
+            assert accepted == valid, (name, value)  # what construction accepts, fit accepts
+            assert not (accepted and _plainly_wrong(annotation, value)), (name, value)
+            if not accepted:
+                with pytest.raises(UserError):
+                    base.set_params(**{name: value})
+                assert name not in base.get_params() or base.get_params()[name] != value
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda C: C(backbone=42), "backbone must be a name or path"),
+    (lambda C: C(backbone=None), "backbone must be a name or path"),
+    (lambda C: C(method=None), "method must be a method name (a string; see infoprompt methods), got NoneType"),
+    (lambda C: C(method=42), "method must be a method name (a string; see infoprompt methods), got int 42"),
+    (lambda C: C(method="top-lora", top_layers=0), "top_layers must be a positive integer, got 0"),
+    (lambda C: C.load("/nonexistent", backbone=42), "backbone must be a name or path"),
+    (lambda C: C(method="linear-probe").set_params(backbone=3.5), "backbone must be a name or path"),
+])
+def test_bad_classifier_arguments_are_user_errors(call, message):
+    from infoprompt import Classifier
+
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(Classifier)
+
+
+def test_grid_search_over_a_bad_value_gives_its_reason(tiny_bert):
+    from sklearn.model_selection import GridSearchCV
+
+    from infoprompt import Classifier
+
+    texts, labels = ["great movie", "bad film", "lovely story", "boring story"] * 2, ["pos", "neg"] * 4
+    search = GridSearchCV(Classifier(method="linear-probe", backbone=str(tiny_bert)), {"max_length": [32, 0]}, cv=2)
+    with pytest.raises(UserError, match="max_length must be a positive integer, got 0"):
+        search.fit(texts, labels)
