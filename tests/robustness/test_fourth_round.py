@@ -373,3 +373,40 @@ def test_grid_search_over_a_bad_value_gives_its_reason(tiny_bert):
     search = GridSearchCV(Classifier(method="linear-probe", backbone=str(tiny_bert)), {"max_length": [32, 0]}, cv=2)
     with pytest.raises(UserError, match="max_length must be a positive integer, got 0"):
         search.fit(texts, labels)
+
+
+@pytest.fixture(scope="module")
+def top_lora_run(tmp_path_factory, tiny_bert) -> Path:
+    pytest.importorskip("setfit")
+    work = tmp_path_factory.mktemp("top-lora")
+    rows = [{"text": text, "label": label} for text, label in
+            [("great movie", "pos"), ("bad film", "neg"), ("lovely story", "pos"), ("boring story", "neg")] * 2]
+    train = jsonl(work / "train.jsonl", rows)
+    result = run_cli("train", "--train-file", train, "--method", "top-lora", "--epochs", "1", "--max-length", "32",
+                     "--quiet", "--backbone", tiny_bert, "--out", work / "run")
+    assert result.code == 0, result.err
+    return work / "run"
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("top_layers", 99, "options.top_layers is 99, but the adapter's weights and"),
+    ("top_layers", 1, "options.top_layers is 1, but"),
+    ("lora_rank", 4, "options.lora_rank is 4, but the adapter's weights and"),
+    ("lora_alpha", 3, "options.lora_alpha is 3, but"),
+])
+def test_a_saved_adapters_options_must_agree_with_its_weights(tmp_path, top_lora_run, field, value, message):
+    import shutil
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(top_lora_run, adapter)
+    (tmp_path / "in.txt").write_text("good film\n")
+    assert run_cli("predict", "--adapter", adapter, "--input", tmp_path / "in.txt", "--quiet").code == 0
+    record = json.loads((adapter / "infoprompt_adapter.json").read_text())
+    record["options"][field] = value
+    (adapter / "infoprompt_adapter.json").write_text(json.dumps(record))
+    before = listing(tmp_path)
+    for command in (("predict", "--adapter", adapter, "--input", tmp_path / "in.txt"),
+                    ("eval", "--adapter", adapter, "--eval-file", top_lora_run.parent / "train.jsonl")):
+        result = run_cli(*command)
+        assert result.one_line_error and "infoprompt_adapter.json: " + message in result.err, result.err
+    assert listing(tmp_path) == before
