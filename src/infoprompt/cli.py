@@ -146,9 +146,10 @@ def refuse_foreign_flags(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
     from infoprompt.threads import use_threads
-    from infoprompt.tracking import make_tracker, track_run
+    from infoprompt.tracking import check_tracking_flags, make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
+    check_tracking_flags(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     refuse_foreign_flags(args)
     use_threads(args.threads)
     shots = args.shots
@@ -254,13 +255,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.training.inference import predict_encoded, task_metrics
     from infoprompt.training.runtime import resolve_device
 
-    use_threads(args.threads)
-    device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    if args.plots is not None and not args.plots.strip():
+        raise UserError("--plots: expected a directory, got an empty name")
     plot = Path(args.plots, CONFUSION_PNG) if args.plots else None
     if plot is not None:
         check_output_file(plot)
+    use_threads(args.threads)
+    device = resolve_device(args.device)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
     examples, split = eval_examples(args, task)  # bad data fails before the encoder loads

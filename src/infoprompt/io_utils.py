@@ -290,6 +290,9 @@ def os_error_message(error: OSError) -> str:
 def _check_parent(target: Path) -> None:
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():  # a link to nothing, or a loop: mkdir would fail after the work
+            raise UserError(f"cannot write {target}: {parent} is a symbolic link that leads nowhere (its target is "
+                            "missing, or it loops)")
         parent = parent.parent
     if not parent.is_dir():
         raise UserError(f"cannot write {target}: {parent} is not a directory")

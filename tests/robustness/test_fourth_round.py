@@ -410,3 +410,35 @@ def test_a_saved_adapters_options_must_agree_with_its_weights(tmp_path, top_lora
         result = run_cli(*command)
         assert result.one_line_error and "infoprompt_adapter.json: " + message in result.err, result.err
     assert listing(tmp_path) == before
+
+
+# -- class 6: usage errors first ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--register-model", "m"), "--register-model needs --track mlflow"),
+    (("--track", "mlflow", "--register-model", ""), "--register-model: expected a model name, got an empty one"),
+    (("--tasks", "sst2"), "give --tasks (built-in tasks) or --train-file (your own data), not both"),
+])
+def test_sweep_usage_errors_come_before_the_data(tmp_path, monkeypatch, flags, message):
+    from infoprompt.experiments import grid
+
+    monkeypatch.setattr(grid, "load_cells", lambda *a, **k: pytest.fail("the grid was read"))
+    (tmp_path / "train.csv").write_text("text,label\ngood,a\n", encoding="utf-8")  # no eval file: a note
+    before = listing(tmp_path)
+    result = run_cli("sweep", "--train-file", tmp_path / "train.csv", "--results", tmp_path / "results", *flags)
+    assert result.one_line_error and message in result.err, result.err
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("plots", ["loop", "dangling", ""])
+def test_eval_plots_on_an_unusable_path_fails_before_the_evaluation(tmp_path, tiny_run, monkeypatch, plots):
+    from infoprompt.kinds import factory
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "dir")
+    monkeypatch.setattr(factory, "load_saved", lambda *a, **k: pytest.fail("the adapter was loaded"))
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\ngreat movie\t1\n", encoding="utf-8")
+    result = run_cli("eval", "--adapter", tiny_run, "--eval-file", "dev.tsv", "--plots", plots)
+    assert result.one_line_error, result.err
+    assert ("leads nowhere" in result.err) if plots else ("--plots: expected a directory" in result.err)
+    assert not (tmp_path / "nowhere").exists()
