@@ -85,6 +85,8 @@ def check_thread_environment(environ: MutableMapping[str, str] | None = None) ->
             del environ[name]
             notes.append(f"{name}={value!r} is not a positive whole number; ignored (the default count applies)")
             continue
+        if all(int(level) <= (os.cpu_count() or 1) for level in levels):
+            continue  # the common case, answered without joblib (this runs as every command starts)
         cpus = machine_cpus()
         if any(int(level) > cpus for level in levels):
             environ[name] = ",".join(str(min(int(level), cpus)) for level in levels)
