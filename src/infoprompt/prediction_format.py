@@ -24,10 +24,12 @@ def output_format(requested: str | None, output: str | os.PathLike[str]) -> str:
     return "csv" if os.fspath(output).lower().endswith(".csv") else "jsonl"
 
 
-def csv_cell(text: str) -> str:
+def csv_cell(text: object) -> object:
     """``text`` as a CSV cell no spreadsheet evaluates: one ``'`` in front when it starts with a character of
-    :data:`FORMULA_STARTS` (a label ``=cmd|' /C calc'!A0`` is written ``'=cmd|' /C calc'!A0``)."""
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    :data:`FORMULA_STARTS` (a label ``=cmd|' /C calc'!A0`` is written ``'=cmd|' /C calc'!A0``); a value that is
+    no string (a number, ``None``) as it is. Every CSV writer of user text (labels, column, task, method and
+    backbone names) passes its text cells through this."""
+    return "'" + text if isinstance(text, str) and text.startswith(FORMULA_STARTS) else text
 
 
 def csv_text(cell: str) -> str:
@@ -122,7 +124,6 @@ class PredictionWriter:
         out = []
         for row in rows:
             buffer = io.StringIO()
-            csv.writer(buffer, lineterminator="\r\n").writerow(
-                [csv_cell(cell) if isinstance(cell, str) else cell for cell in row])
+            csv.writer(buffer, lineterminator="\r\n").writerow([csv_cell(cell) for cell in row])
             out.append(buffer.getvalue()[:-2] + "\n")
         return "".join(out)

@@ -47,6 +47,16 @@ def test_predict_csv_cells_never_start_a_formula_and_read_back_by_the_documented
     assert csv_text(row[1]) == kept and csv_text(row[2]) == labels[0] and csv_text(row[-4]) in labels
 
 
+def test_report_csvs_escape_task_and_method_names_but_not_numbers():
+    from infoprompt.experiments.report_format import cells_csv
+    from infoprompt.experiments.tables import Stat
+
+    text = cells_csv({("@backbone", "-method", "=HYPERLINK(1)", 8, 0): Stat(values=(-0.25, -0.5), seeds=(1, 2))})
+    header, row = list(csv.reader(io.StringIO(text)))
+    assert row[:3] == ["'@backbone", "'-method", "'=HYPERLINK(1)"]
+    assert float(row[5]) == -0.375  # a negative mean stays a number
+
+
 def test_predict_csv_escapes_a_formula_label_end_to_end_and_keeps_columns(tmp_path, tiny_bert):
     rows = [{"text": text, "label": label, "id": f"r{i}"} for i, (text, label) in
             enumerate([("great movie", "=cmd|' /C calc'!A0"), ("bad film", "+1"), ("lovely story", "=cmd|' /C calc'!A0"),
