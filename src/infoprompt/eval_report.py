@@ -5,8 +5,6 @@ NumPy, scikit-learn and matplotlib load in the functions, so that the CLI's pars
 from __future__ import annotations
 
 import os
-import unicodedata
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,24 +62,16 @@ def plot_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: 
 
     Labels and the title are user text, drawn as they are: ``$``, ``\\``, ``^`` and ``_`` never start mathtext
     (a label ``$\\frac$`` would be a parse error), and TeX is never used."""
-    import matplotlib
+    from infoprompt.analysis.plotting import literal_text
 
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
-        # rcParams are read again as ticks are drawn; a glyph the font lacks is drawn as a box, not worth a warning
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+    with literal_text():
         _draw_confusion(matrix, path, title)
-
-
-def drawable(text: str) -> str:
-    """``text`` as a font can draw it: a control character or a lone surrogate (no character, which FreeType
-    refuses) becomes U+FFFD; everything else is kept."""
-    return "".join("\ufffd" if unicodedata.category(char) in ("Cc", "Cs") else char for char in text)
 
 
 def _draw_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     import numpy as np
 
-    from infoprompt.analysis.plotting import new_figure, save_png
+    from infoprompt.analysis.plotting import drawable, new_figure, save_png
 
     labels, counts = [drawable(label) for label in matrix["labels"]], np.asarray(matrix["matrix"], dtype=float)
     title = drawable(title)
