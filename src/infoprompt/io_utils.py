@@ -25,7 +25,7 @@ from infoprompt.gate import MAX_DOCUMENT_BYTES, parse_json
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a JSON file that must hold an object (through :func:`~infoprompt.gate.parse_json`, with its size and
     depth limits); a broken file is a :class:`UserError` naming it."""
-    data = parse_json(read_bytes(path), str(path), limit=MAX_DOCUMENT_BYTES)
+    data = parse_json(read_bytes(path, MAX_DOCUMENT_BYTES), str(path), limit=MAX_DOCUMENT_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -685,15 +685,25 @@ def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str,
         text.detach()  # the caller owns (and closes) the binary stream
 
 
-def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "") -> list[tuple[int, str]]:
-    """The lines of a text file as :func:`decode_lines` gives them; an unreadable file is a one-line error."""
-    return decode_lines(read_bytes(path), str(path), encoding, hint)
+def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "",
+               limit: int | None = None) -> list[tuple[int, str]]:
+    """The lines of a text file as :func:`decode_lines` gives them; an unreadable file is a one-line error, and
+    so is one over ``limit`` bytes (read no further than that)."""
+    data = read_bytes(path, limit)
+    if limit is not None and len(data) > limit:
+        raise UserError(f"{short_path(path)}: more than {limit} bytes, the most a file of this kind may have")
+    return decode_lines(data, str(path), encoding, hint)
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a file; one that cannot be read (missing, a directory, a name too long) is a one-line error."""
+def read_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of a file; one that cannot be read (missing, a directory, a name too long) is a one-line error.
+    With ``limit``, at most ``limit + 1`` bytes are read (a file grown huge, a FIFO or ``/dev/zero`` is not read
+    whole), so that the caller's size check sees it is over the limit."""
     try:
-        return Path(path).read_bytes()
+        if limit is None:
+            return Path(path).read_bytes()
+        with Path(path).open("rb") as handle:
+            return handle.read(limit + 1)
     except OSError as error:
         raise UserError(f"cannot read {short_path(path)}: {error.strerror}") from None
 

@@ -452,3 +452,26 @@ def test_eval_plots_on_an_unusable_path_fails_before_the_evaluation(tmp_path, ti
     assert result.one_line_error, result.err
     assert ("leads nowhere" in result.err) if plots else ("--plots: expected a directory" in result.err)
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("make", ["config", "grid", "adapter"])
+def test_documents_are_read_no_further_than_their_limit(tmp_path, tiny_run, make):
+    """A sparse 8 GiB file where a run config, a grid or an adapter's metadata should be: one line, not 8 GiB."""
+    import os
+    import shutil
+
+    def huge(path: Path) -> Path:
+        with path.open("wb") as handle:
+            os.ftruncate(handle.fileno(), 8 << 30)  # no disk used: a hole of zeros
+        return path
+
+    if make == "config":
+        result = run_cli("train", "--config", huge(tmp_path / "run.yaml"), "--out", tmp_path / "out")
+    elif make == "grid":
+        result = run_cli("sweep", "--grid", huge(tmp_path / "grid.yaml"), "--results", tmp_path / "results", "--list")
+    else:
+        shutil.copytree(tiny_run, tmp_path / "adapter")
+        huge(tmp_path / "adapter" / "infoprompt_adapter.json")
+        (tmp_path / "in.txt").write_text("good film\n")
+        result = run_cli("predict", "--adapter", tmp_path / "adapter", "--input", tmp_path / "in.txt")
+    assert result.one_line_error and "more than" in result.err, result.err
