@@ -507,6 +507,9 @@ def decode_lines(data: bytes, name: str, encoding: str = "utf-8", hint: str = ""
     return [(number, text) for number, text, _ in lines]
 
 
+# The largest training or evaluation file read (a user's file, a built-in task's split): it is read whole (rows are
+# drawn from all of it), and its text takes several times its size in memory; larger data is a sample to draw first.
+MAX_DATA_FILE_BYTES = 512 << 20
 # The most bytes of one line a reader holds (JSON lines, TSV rows, stdin): a longer line is a one-line error, not
 # gigabytes of memory. A line of plain text (a .txt input) is cut instead (``cut_chars``).
 MAX_LINE_BYTES = 16 << 20

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts, parse_json, parse_json_at
+from infoprompt.io_utils import MAX_DATA_FILE_BYTES
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.multilabel import encode_label_set, label_set
 
@@ -275,9 +276,6 @@ def _scalar(row: _Row, column: str, value: object) -> str | None:
 
 # -- formats --------------------------------------------------------------------------------------------------
 
-# The largest training or evaluation file read: it is read whole (rows are drawn from all of it), and its text
-# takes several times its size in memory; larger data is a sample to draw beforehand.
-MAX_DATA_FILE_BYTES = 512 << 20
 
 
 def _check_size(path: Path, size: int) -> None:
