@@ -535,10 +535,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
     from infoprompt.progress import is_terminal
-    from infoprompt.threads import check_thread_environment
+    from infoprompt.threads import check_environment_before_torch, say_thread_notes
 
-    for note in check_thread_environment():  # before torch starts: libgomp reads them once, as it loads
-        print(f"infoprompt: warning: {note}", file=sys.stderr)
+    check_environment_before_torch()  # done as infoprompt was imported, unless the variables changed since
+    say_thread_notes()
     if hasattr(args, "quiet") and (args.quiet or not is_terminal(sys.stderr)):
         _quiet_libraries()
     try:

@@ -68,6 +68,24 @@ def machine_cpus() -> int:
     return max(os.cpu_count() or 1, usable_cpus()[0])
 
 
+# Notes of check_thread_environment not yet said: importing infoprompt checks the variables before torch can start
+# (libgomp reads them once, as it loads), and the first of the CLI's start or use_threads says what was changed.
+_pending_notes: list[str] = []
+
+
+def say_thread_notes() -> None:
+    """Print, once, a ``infoprompt: warning:`` line per thread variable changed before torch started."""
+    while _pending_notes:
+        print(f"infoprompt: warning: {_pending_notes.pop(0)}", file=sys.stderr)
+
+
+def check_environment_before_torch() -> None:
+    """:func:`check_thread_environment` on ``os.environ`` if torch has not started yet; its notes wait for
+    :func:`say_thread_notes`."""
+    if "torch" not in sys.modules:
+        _pending_notes.extend(check_thread_environment())
+
+
 def check_thread_environment(environ: MutableMapping[str, str] | None = None) -> list[str]:
     """Check the thread variables (:data:`THREAD_VARIABLES`) in ``environ`` (default ``os.environ``) before
     torch starts, and fix them there: a value that is not a positive whole number (``abc``, ``0``, ``-2``,
@@ -149,6 +167,7 @@ def use_threads(threads: int | None = None, *, workers: int = 1, cpus_per_worker
     torch had when this was first called, and a count changed since the last call is left as it is. The
     inter-op pool gets the same count where torch still allows it (once per process, before parallel work).
     """
+    say_thread_notes()
     import torch
 
     global _torch_start, _applied

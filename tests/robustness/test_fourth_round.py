@@ -208,6 +208,20 @@ def test_a_thread_count_over_the_machine_is_cut_to_it(monkeypatch, capsys):
                                        "this machine; using 2\n")
 
 
+def test_importing_infoprompt_fixes_thread_variables_before_torch_loads():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, infoprompt, torch; from infoprompt.threads import use_threads; "
+            "print(os.environ.get('OMP_NUM_THREADS')); use_threads(1)")
+    env = {**os.environ, "OMP_NUM_THREADS": "-4"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout == "None\n", done.stderr
+    assert done.stderr == ("infoprompt: warning: OMP_NUM_THREADS='-4' is not a positive whole number; ignored "
+                           "(the default count applies)\n")
+
+
 def test_garbage_thread_variables_never_reach_libgomp(tiny_run, tmp_path):
     import os
     import subprocess
