@@ -61,6 +61,22 @@ def column_list(value: str) -> tuple[str, ...]:
     return names
 
 
+def add_prediction_output_options(predict: argparse.ArgumentParser) -> None:
+    """predict's --format, --keep-columns and --top-k: what each output record holds."""
+    predict.add_argument("--format", choices=FORMATS,
+                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
+                              "row per input (line, label, probability_<label> ...; a text cell starting with = + - "
+                              "@ tab CR or ' gets a ' in front, so no spreadsheet runs it). Default: csv for an "
+                              "--output named *.csv, else jsonl")
+    predict.add_argument("--keep-columns", type=column_list, default=(), metavar="COL,...",
+                         help="also write these input columns (csv: after line; jsonl: under input), so rows join "
+                              "without line numbers; a .txt line's column is the task's field (text or sentence). "
+                              "Default: none")
+    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
+                         help="also give the K most probable labels with their probabilities, most probable first "
+                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
     add_flags(group, model_flags())
@@ -437,18 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
-    predict.add_argument("--format", choices=FORMATS,
-                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
-                              "row per input (line, label, probability_<label> ...; a text cell starting with = + - "
-                              "@ tab CR or ' gets a ' in front, so no spreadsheet runs it). Default: csv for an "
-                              "--output named *.csv, else jsonl")
-    predict.add_argument("--keep-columns", type=column_list, default=(), metavar="COL,...",
-                         help="also write these input columns (csv: after line; jsonl: under input), so rows join "
-                              "without line numbers; a .txt line's column is the task's field (text or sentence). "
-                              "Default: none")
-    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
-                         help="also give the K most probable labels with their probabilities, most probable first "
-                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
+    add_prediction_output_options(predict)
     predict.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     predict.add_argument("--encoding", default="utf-8",
                          help="text encoding of the input (default utf-8; a byte-order mark is skipped)")
