@@ -5,7 +5,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from infoprompt.threads import check_environment_before_torch
 from infoprompt.version import __version__  # noqa: F401  (re-exported)
+
+# Garbage, zero, negative or huge OMP_NUM_THREADS and friends are fixed in os.environ before torch can load
+# (libgomp would print three lines and ignore them); what was changed is said once threads are set.
+check_environment_before_torch()
 
 # The public API: name -> the module that defines it, imported on first use so that `infoprompt.theory`
 # (NumPy/SciPy only) never loads torch.

@@ -103,6 +103,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, method: str = RECOMMENDED_METHOD, backbone: Any = "minilm", *, seed: int = 1,
                  threads: int | None = None, **options: Any) -> None:
+        _check_backbone(backbone)
         _settings(method, seed, threads, options)  # a bad parameter fails here, not at fit
         # Only the parameters, stored as given: clone and get_params read them back unchanged.
         self.method = method
@@ -306,6 +307,8 @@ class Classifier(ClassifierMixin, BaseEstimator):
         from infoprompt.kinds import load_adapter
         from infoprompt.kinds.config import read_adapter_config
 
+        if backbone is not None:
+            _check_backbone(backbone)
         directory = Path(directory)
         config = read_adapter_config(directory)
         loaded = backbone if backbone is None or not isinstance(backbone, str) else _load_backbone(backbone)
@@ -337,7 +340,19 @@ class Classifier(ClassifierMixin, BaseEstimator):
 def _settings_of(params: dict[str, Any]) -> _Settings:
     """:func:`_settings` of a classifier's parameters as ``get_params`` gives them."""
     options = {name: value for name, value in params.items() if name not in _NAMED}
+    _check_backbone(params["backbone"])
     return _settings(params["method"], params["seed"], params["threads"], options)
+
+
+def _check_backbone(backbone: Any) -> None:
+    """A backbone parameter is a name or path (a non-empty string) or a loaded backbone."""
+    if isinstance(backbone, str) and backbone.strip():
+        return
+    if not isinstance(backbone, str) and hasattr(backbone, "tokenizer") and hasattr(backbone, "name"):
+        return  # a loaded Backbone (duck-typed: its module loads torch)
+    shown = repr(backbone) if len(repr(backbone)) <= 40 else repr(backbone)[:40] + "…"
+    raise UserError(f"backbone must be a name or path (minilm, mpnet, a Hugging Face id, a local directory) or a "
+                    f"loaded Backbone, got {type(backbone).__name__} {shown}")
 
 
 def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> _Settings:
@@ -348,6 +363,9 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     from infoprompt.training.config import COMMON_TRAINING, TrainConfig
     from infoprompt.validation import nonnegative_int, positive_int
 
+    if not isinstance(method, str):
+        raise UserError(f"method must be a method name (a string; see infoprompt methods), got "
+                        f"{type(method).__name__} {method!r}"[:200])
     kind = kind_of(method)  # an unknown method fails here, not at fit
     options = dict(options)
     # The name of the task fit makes from the labels (what the adapter and its model card call it): an option of
@@ -378,6 +396,8 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     train_options = {"progress": False, **{name: value for name, value in options.items()
                                            if name in train_fields and name not in model_fields}}
     TrainConfig(seed=seed, **train_options)  # bad values fail here, not at fit
+    # The model's options, checked by the checks fit's model config runs (its kind's options included).
+    ClassifierConfig.create(task=TASK_NAME, method=method, backbone="-", **model_options)
     return _Settings(kind, seed, threads, model_options, train_options, task_name)
 
 

@@ -50,6 +50,33 @@ def method_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def column_list(value: str) -> tuple[str, ...]:
+    """argparse type for --keep-columns: ``"id,text"`` -> ``("id", "text")``; an empty or repeated name is refused."""
+    names = tuple(part.strip() for part in value.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got {value!r}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"column {repeated[0]!r} is named more than once")
+    return names
+
+
+def add_prediction_output_options(predict: argparse.ArgumentParser) -> None:
+    """predict's --format, --keep-columns and --top-k: what each output record holds."""
+    predict.add_argument("--format", choices=FORMATS,
+                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
+                              "row per input (line, label, probability_<label> ...; a text cell starting with = + - "
+                              "@ tab CR or ' gets a ' in front, so no spreadsheet runs it). Default: csv for an "
+                              "--output named *.csv, else jsonl")
+    predict.add_argument("--keep-columns", type=column_list, default=(), metavar="COL,...",
+                         help="also write these input columns (csv: after line; jsonl: under input), so rows join "
+                              "without line numbers; a .txt line's column is the task's field (text or sentence). "
+                              "Default: none")
+    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
+                         help="also give the K most probable labels with their probabilities, most probable first "
+                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
+
+
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model (defaults come from the method; [kinds] that have the option)")
     add_flags(group, model_flags())
@@ -135,9 +162,10 @@ def refuse_foreign_flags(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.pipeline import RunSpec, run_training
     from infoprompt.threads import use_threads
-    from infoprompt.tracking import make_tracker, track_run
+    from infoprompt.tracking import check_tracking_flags, make_tracker, track_run
     from infoprompt.training.runtime import process_state
 
+    check_tracking_flags(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
     refuse_foreign_flags(args)
     use_threads(args.threads)
     shots = args.shots
@@ -245,13 +273,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from infoprompt.training.inference import predict_encoded, task_metrics
     from infoprompt.training.runtime import resolve_device
 
-    use_threads(args.threads)
-    device = resolve_device(args.device)
     if args.output:
         check_output_file(args.output)
+    if args.plots is not None and not args.plots.strip():
+        raise UserError("--plots: expected a directory, got an empty name")
     plot = Path(args.plots, CONFUSION_PNG) if args.plots else None
     if plot is not None:
         check_output_file(plot)
+    use_threads(args.threads)
+    device = resolve_device(args.device)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
     examples, split = eval_examples(args, task)  # bad data fails before the encoder loads
@@ -311,6 +341,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.prediction_format import PredictionWriter, output_format
     from infoprompt.tasks import is_multi_label
+    from infoprompt.templates import CHARS_PER_TOKEN
     from infoprompt.threads import use_threads
     from infoprompt.training.inference import predict
     from infoprompt.training.runtime import resolve_device
@@ -321,19 +352,22 @@ def cmd_predict(args: argparse.Namespace) -> int:
     check_output_file(output)
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
+    writer = PredictionWriter(output_format(args.format, output), config.labels, multi_label=is_multi_label(task),
+                              top_k=args.top_k, keep=args.keep_columns)
+    # A .txt line is cut to what the model's cut can read; with truncation off, a longer one is refused later.
+    cut = config.max_length * CHARS_PER_TOKEN if config.truncate else None
+    reading = {"encoding": args.encoding, "keep": args.keep_columns, "cut_chars": cut}
     if args.input != "-":
-        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoder loads
-            pass
+        for _ in iter_inputs(args.input, task, **reading):
+            pass  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
-    writer = PredictionWriter(output_format(args.format, output), model.config.labels,
-                              multi_label=is_multi_label(model.task), top_k=args.top_k)
     skipped = 0
     with open_output(output) as handle:
         handle.write(writer.header().encode("utf-8"))
-        for chunk in iter_inputs(args.input, task, encoding=args.encoding):
+        for chunk in iter_inputs(args.input, task, **reading):
             skipped += chunk.skipped
             records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
-            handle.write(writer.lines(chunk.lines, records).encode("utf-8"))
+            handle.write(writer.lines(chunk.lines, records, chunk.kept).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
@@ -421,13 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")
-    predict.add_argument("--format", choices=FORMATS,
-                         help="jsonl: one JSON object per input (line, label, probabilities); csv: a header, then a "
-                              "row per input (line, label, probability_<label> ...). Default: csv for an --output "
-                              "named *.csv, else jsonl")
-    predict.add_argument("--top-k", type=POSITIVE, metavar="K",
-                         help="also give the K most probable labels with their probabilities, most probable first "
-                              "(jsonl: top_k; csv: top1_label, top1_probability, ...)")
+    add_prediction_output_options(predict)
     predict.add_argument("--batch-size", type=POSITIVE, default=64, help="examples per forward pass (default 64)")
     predict.add_argument("--encoding", default="utf-8",
                          help="text encoding of the input (default utf-8; a byte-order mark is skipped)")
@@ -514,7 +542,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
     from infoprompt.progress import is_terminal
+    from infoprompt.threads import check_environment_before_torch, say_thread_notes
 
+    check_environment_before_torch()  # done as infoprompt was imported, unless the variables changed since
+    say_thread_notes()
     if hasattr(args, "quiet") and (args.quiet or not is_terminal(sys.stderr)):
         _quiet_libraries()
     try:

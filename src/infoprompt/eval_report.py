@@ -58,12 +58,23 @@ def report_text(gold: Any, predicted: Any, labels: Sequence[str], matrix: dict[s
 
 def plot_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     """The confusion matrix as a PNG: counts in the cells, shaded by the share of the true label's row (so that
-    a rare class's mistakes show as clearly as a frequent one's), written atomically on the Agg canvas."""
+    a rare class's mistakes show as clearly as a frequent one's), written atomically on the Agg canvas.
+
+    Labels and the title are user text, drawn as they are: ``$``, ``\\``, ``^`` and ``_`` never start mathtext
+    (a label ``$\\frac$`` would be a parse error), and TeX is never used."""
+    from infoprompt.analysis.plotting import literal_text
+
+    with literal_text():
+        _draw_confusion(matrix, path, title)
+
+
+def _draw_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     import numpy as np
 
-    from infoprompt.analysis.plotting import new_figure, save_png
+    from infoprompt.analysis.plotting import drawable, new_figure, save_png
 
-    labels, counts = matrix["labels"], np.asarray(matrix["matrix"], dtype=float)
+    labels, counts = [drawable(label) for label in matrix["labels"]], np.asarray(matrix["matrix"], dtype=float)
+    title = drawable(title)
     totals = counts.sum(axis=1, keepdims=True)
     shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
     size = min(16.0, 2.5 + 0.45 * len(labels))

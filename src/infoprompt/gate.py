@@ -8,6 +8,7 @@ pass :func:`check_texts`; documents (configs, grids, adapter metadata, records, 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -28,11 +29,32 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # -- texts ----------------------------------------------------------------------------------------------------
+# Characters that show nothing on their own, by Unicode property (not by a list, which always misses some):
+# whitespace, controls (Cc), format characters (Cf: zero-width spaces and joiners, soft hyphens, byte-order
+# marks, tags) and combining marks (Mn, Me), which have no base to sit on, as Python's Unicode database has them;
+# and default-ignorable code points (Hangul fillers U+3164, U+115F, U+1160, U+FFA0, the combining grapheme
+# joiner U+034F, variation selectors), which only the regex module knows.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me"})
+
+
+@functools.cache
+def _default_ignorable() -> Any:
+    import regex  # Python's re and unicodedata know no Default_Ignorable_Code_Point
+
+    return regex.compile(r"\p{Default_Ignorable_Code_Point}")
+
+
+def is_invisible(char: str) -> bool:
+    """Whether the character ``char`` shows nothing on its own (see :data:`_INVISIBLE_CATEGORIES`)."""
+    return (char.isspace() or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+            or _default_ignorable().match(char) is not None)
+
+
 def is_blank(text: str) -> bool:
-    """Text with nothing a tokenizer keeps: whitespace, or invisible format characters (zero-width spaces and
-    joiners, byte-order marks) only."""
-    stripped = text.strip()
-    return not stripped or all(char.isspace() or unicodedata.category(char) in ("Cf", "Cc") for char in stripped)
+    """Text with nothing to read: every character is whitespace, a control or format character, a combining
+    mark or a default-ignorable code point (:func:`is_invisible`). Files, ``Classifier`` and the server all ask
+    this."""
+    return all(is_invisible(char) for char in text)
 
 
 def check_texts(fields: Mapping[str, object], where: str, *, every_field: bool = True) -> dict[str, str]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts, parse_json
-from infoprompt.io_utils import iter_lines
+from infoprompt.io_utils import bounded_text_lines, iter_lines
 from infoprompt.tasks import TaskSpec, UserTask
 
 ENCODING_HINT = ", or pass --encoding"
@@ -31,12 +32,22 @@ class Inputs:
     lines: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     skipped: int = 0
+    kept: list[dict[str, str]] = field(default_factory=list)  # the columns ``keep`` names, per row
 
-    def add(self, row: dict[str, str], line: int, where: str, task: TaskSpec) -> None:
+    def add(self, row: dict[str, str], line: int, where: str, task: TaskSpec,
+            kept: dict[str, str] | None = None) -> None:
         check_texts({name: row[name] for name in task.fields}, where)
         self.rows.append(row)
         self.lines.append(line)
         self.sources.append(where)
+        self.kept.append(kept or {})
+
+    def extend(self, other: Inputs) -> None:
+        self.rows += other.rows
+        self.lines += other.lines
+        self.sources += other.sources
+        self.kept += other.kept
+        self.skipped += other.skipped
 
 
 def column_names(task: TaskSpec) -> dict[str, tuple[str, ...]]:
@@ -57,7 +68,7 @@ def _pick(record: dict[str, object], task: TaskSpec) -> dict[str, object] | None
     return row
 
 
-def _from_json(line: str, where: str, task: TaskSpec) -> dict[str, str]:
+def _from_json(line: str, where: str, task: TaskSpec) -> tuple[dict[str, str], dict[str, object]]:
     row = parse_json(line, where)
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object with field(s) {', '.join(task.fields)}")
@@ -65,7 +76,7 @@ def _from_json(line: str, where: str, task: TaskSpec) -> dict[str, str]:
     missing = [" or ".join(keys) for name, keys in column_names(task).items() if not isinstance(picked.get(name), str)]
     if missing:
         raise UserError(f"{where}: missing text field(s) {', '.join(missing)}")
-    return picked  # type: ignore[return-value]
+    return picked, row  # type: ignore[return-value]
 
 
 def _from_cells(cells: list[str], where: str, task: TaskSpec) -> dict[str, str]:
@@ -74,39 +85,55 @@ def _from_cells(cells: list[str], where: str, task: TaskSpec) -> dict[str, str]:
     return dict(zip(task.fields, cells, strict=True))
 
 
+def _kept(record: dict[str, object], keep: Sequence[str], where: str) -> dict[str, str]:
+    """The ``keep`` columns of one input record, as text (a JSON value that is no string: its JSON text)."""
+    kept = {}
+    for column in keep:
+        if column not in record:
+            raise UserError(f"{where}: no column {column!r} to keep (--keep-columns); columns present: "
+                            f"{_short(list(record))}")
+        value = record[column]
+        kept[column] = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return kept
+
+
 # A chunk of rows that ``iter_inputs`` hands on: this many rows, or this many bytes of input, whichever comes first.
 CHUNK_ROWS = 1024
 CHUNK_BYTES = 1 << 20
 
 
-def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8") -> Inputs:
+def read_inputs(source: str, task: TaskSpec, encoding: str = "utf-8", keep: Sequence[str] = (),
+                cut_chars: int | None = None) -> Inputs:
     """``source`` is a ``.txt`` file (one text per line), a ``.csv`` or ``.tsv`` file whose header names the
     fields, a ``.jsonl`` file, or ``-`` for stdin.
 
     On stdin each line is a JSON object or the task's fields separated by tabs (a plain line of text for a
-    single-text task). Every row keeps its line number; empty text is refused, as in training data. All rows at
-    once: see :func:`iter_inputs` for chunks.
+    single-text task). Every row keeps its line number and the columns ``keep`` names (a plain line's column is
+    the task's field); empty text is refused, as in training data. All rows at once: see :func:`iter_inputs`
+    for chunks.
     """
     whole = Inputs()
-    for chunk in iter_inputs(source, task, encoding, chunk_rows=1 << 62, chunk_bytes=1 << 62):
-        whole.rows += chunk.rows
-        whole.lines += chunk.lines
-        whole.sources += chunk.sources
-        whole.skipped += chunk.skipped
+    for chunk in iter_inputs(source, task, encoding, chunk_rows=1 << 62, chunk_bytes=1 << 62, keep=keep,
+                             cut_chars=cut_chars):
+        whole.extend(chunk)
     return whole
 
 
 def iter_inputs(
     source: str, task: TaskSpec, encoding: str = "utf-8", chunk_rows: int | None = None, chunk_bytes: int | None = None,
+    keep: Sequence[str] = (), cut_chars: int | None = None,
 ) -> Iterator[Inputs]:
     """The rows of ``source`` (as :func:`read_inputs` reads them) in chunks of at most ``chunk_rows`` rows or
     about ``chunk_bytes`` bytes of text (default :data:`CHUNK_ROWS`, :data:`CHUNK_BYTES`), read as they are
-    needed: memory does not grow with the input."""
+    needed: memory does not grow with the input, nor with one line. A line of a ``.txt`` file longer than
+    :data:`~infoprompt.io_utils.LINE_PIECE_BYTES` keeps its first and last ``cut_chars`` characters (what the
+    model's cut can use: see :func:`~infoprompt.templates.clip_characters`); any other line longer than
+    :data:`~infoprompt.io_utils.MAX_LINE_BYTES` is a one-line error."""
     chunk_rows = chunk_rows or CHUNK_ROWS
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     if source == "-":
         yield from _chunks(iter_lines(sys.stdin.buffer, "<stdin>", encoding, ENCODING_HINT), "<stdin>", task,
-                           chunk_rows, chunk_bytes)
+                           chunk_rows, chunk_bytes, keep=keep)
         return
     path = Path(source)
     if path.suffix not in INPUT_FORMATS:
@@ -123,33 +150,39 @@ def iter_inputs(
         raise UserError(f"cannot read {path}: {error.strerror}") from None
     with handle:
         if path.suffix == ".csv":
-            yield from _csv_chunks(handle, str(path), task, encoding, chunk_rows)
+            yield from _csv_chunks(handle, str(path), task, encoding, chunk_rows, keep)
             return
-        lines = iter_lines(handle, str(path), encoding, ENCODING_HINT)
+        lines = iter_lines(handle, str(path), encoding, ENCODING_HINT,
+                           cut_chars=cut_chars if path.suffix == ".txt" else None)
         if path.suffix in (".jsonl", ".txt"):
             yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, json_only=path.suffix == ".jsonl",
-                               plain=path.suffix == ".txt")
+                               plain=path.suffix == ".txt", keep=keep)
             return
         first = next(lines, None)
         header = first[1].split("\t") if first is not None else []
-        _check_header(header, str(path), task)
-        yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, header=header)
+        _check_header(header, str(path), task, keep)
+        yield from _chunks(lines, str(path), task, chunk_rows, chunk_bytes, header=header, keep=keep)
 
 
-def _check_header(header: list[str], name: str, task: TaskSpec) -> None:
+def _check_header(header: list[str], name: str, task: TaskSpec, keep: Sequence[str] = ()) -> None:
     if _pick(dict.fromkeys(header, ""), task) is None:
         missing = [" or ".join(keys) for keys in column_names(task).values() if not set(keys) & set(header)]
         raise UserError(f"{name}:1: header {_short(header)} lacks column(s) {', '.join(missing)}")
     repeated = sorted({column for column in header if header.count(column) > 1})
     if repeated:
         raise UserError(f"{name}:1: the header names column(s) {', '.join(repeated)} more than once")
+    absent = [column for column in keep if column not in header]
+    if absent:
+        raise UserError(f"{name}:1: no column {absent[0]!r} to keep (--keep-columns); columns present: "
+                        f"{_short(header)}")
 
 
-def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: int) -> Iterator[Inputs]:
+def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: int,
+                keep: Sequence[str] = ()) -> Iterator[Inputs]:
     """A CSV file (RFC 4180 quoting: cells may hold commas, quotes and line breaks) with a header line, read
     record by record."""
     text = io.TextIOWrapper(handle, encoding="utf-8-sig" if encoding == "utf-8" else encoding, newline="")
-    reader = csv.reader(text, strict=True)
+    reader = csv.reader(bounded_text_lines(text, name), strict=True)
     header: list[str] | None = None
     chunk, line = Inputs(), 1
     while True:
@@ -168,12 +201,13 @@ def _csv_chunks(handle, name: str, task: TaskSpec, encoding: str, chunk_rows: in
             continue
         if header is None:
             header = [cell.strip() for cell in cells]
-            _check_header(header, name, task)
+            _check_header(header, name, task, keep)
             continue
         where = f"{name}:{start}"
         if len(cells) != len(header):
             raise UserError(f"{where}: expected {len(header)} comma-separated columns, found {len(cells)}")
-        chunk.add(_pick(dict(zip(header, cells, strict=True)), task), start, where, task)  # type: ignore[arg-type]
+        record = dict(zip(header, cells, strict=True))
+        chunk.add(_pick(record, task), start, where, task, _kept(record, keep, where))  # type: ignore[arg-type]
         if len(chunk.rows) >= chunk_rows:
             yield chunk
             chunk = Inputs()
@@ -190,14 +224,19 @@ def _short(header: list[str]) -> str:
 
 def _chunks(
     lines: Iterator[tuple[int, str, bool]], name: str, task: TaskSpec, chunk_rows: int, chunk_bytes: int,
-    header: list[str] | None = None, json_only: bool = False, plain: bool = False,
+    header: list[str] | None = None, json_only: bool = False, plain: bool = False, keep: Sequence[str] = (),
 ) -> Iterator[Inputs]:
+    if plain or header is not None:
+        known = header if header is not None else list(task.fields)
+        _check_keep(keep, known, name)
     chunk, size = Inputs(), 0
     for number, line, terminated in lines:
         if not line.strip():
             chunk.skipped += terminated or bool(line)  # what follows the last line end is no blank line
             continue
-        chunk.add(_row(line, f"{name}:{number}", task, header, json_only, plain), number, f"{name}:{number}", task)
+        where = f"{name}:{number}"
+        row, record = _row(line, where, task, header, json_only, plain)
+        chunk.add(row, number, where, task, _kept(record, keep, where))
         size += len(line)
         if len(chunk.rows) >= chunk_rows or size >= chunk_bytes:
             yield chunk
@@ -206,15 +245,25 @@ def _chunks(
         yield chunk
 
 
+def _check_keep(keep: Sequence[str], known: Sequence[str], name: str) -> None:
+    absent = [column for column in keep if column not in known]
+    if absent:
+        raise UserError(f"{name}: no column {absent[0]!r} to keep (--keep-columns); a line of this input holds "
+                        f"{_short(list(known))}")
+
+
 def _row(line: str, where: str, task: TaskSpec, header: list[str] | None, json_only: bool,
-         plain: bool = False) -> dict[str, str]:
+         plain: bool = False) -> tuple[dict[str, str], dict[str, object]]:
+    """The task's fields of one line, and the whole record they came from (for ``keep``)."""
     if header is not None:
         cells = line.split("\t")
         if len(cells) != len(header):
             raise UserError(f"{where}: expected {len(header)} tab-separated columns, found {len(cells)}")
-        return _pick(dict(zip(header, cells, strict=True)), task)  # type: ignore[return-value]
+        record = dict(zip(header, cells, strict=True))
+        return _pick(record, task), record  # type: ignore[return-value]
     if plain:
-        return {task.fields[0]: line}
+        return {task.fields[0]: line}, {task.fields[0]: line}
     if json_only or line.lstrip().startswith("{"):
         return _from_json(line, where, task)
-    return _from_cells(line.split("\t"), where, task)
+    cells = _from_cells(line.split("\t"), where, task)
+    return cells, dict(cells)

@@ -25,7 +25,7 @@ from infoprompt.gate import MAX_DOCUMENT_BYTES, parse_json
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a JSON file that must hold an object (through :func:`~infoprompt.gate.parse_json`, with its size and
     depth limits); a broken file is a :class:`UserError` naming it."""
-    data = parse_json(read_bytes(path), str(path), limit=MAX_DOCUMENT_BYTES)
+    data = parse_json(read_bytes(path, MAX_DOCUMENT_BYTES), str(path), limit=MAX_DOCUMENT_BYTES)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -290,6 +290,9 @@ def os_error_message(error: OSError) -> str:
 def _check_parent(target: Path) -> None:
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
+        if parent.is_symlink():  # a link to nothing, or a loop: mkdir would fail after the work
+            raise UserError(f"cannot write {target}: {parent} is a symbolic link that leads nowhere (its target is "
+                            "missing, or it loops)")
         parent = parent.parent
     if not parent.is_dir():
         raise UserError(f"cannot write {target}: {parent} is not a directory")
@@ -504,12 +507,24 @@ def decode_lines(data: bytes, name: str, encoding: str = "utf-8", hint: str = ""
     return [(number, text) for number, text, _ in lines]
 
 
+# The largest training or evaluation file read (a user's file, a built-in task's split): it is read whole (rows are
+# drawn from all of it), and its text takes several times its size in memory; larger data is a sample to draw first.
+MAX_DATA_FILE_BYTES = 512 << 20
+# The most bytes of one line a reader holds (JSON lines, TSV rows, stdin): a longer line is a one-line error, not
+# gigabytes of memory. A line of plain text (a .txt input) is cut instead (``cut_chars``).
+MAX_LINE_BYTES = 16 << 20
+LINE_PIECE_BYTES = 1 << 20  # an over-long line is read and decoded this many bytes at a time
+
+
 def iter_lines(
-    handle: IO[bytes], name: str, encoding: str = "utf-8", hint: str = "",
+    handle: IO[bytes], name: str, encoding: str = "utf-8", hint: str = "", cut_chars: int | None = None,
 ) -> Iterator[tuple[int, str, bool]]:
     """The lines of a binary stream as they arrive, decoded: (line number, text, whether a line end followed).
 
-    Errors and line ends as :func:`decode_lines`; only one line is held at a time.
+    Errors and line ends as :func:`decode_lines`; only one line is held at a time, and of it at most
+    :data:`MAX_LINE_BYTES`: a longer line is a one-line error, or, with ``cut_chars``, its first and last
+    ``cut_chars`` characters joined (every byte of it is still read and checked): so an over-long line costs no
+    more memory than its cut, whatever its length.
     """
     try:
         codec = codecs.lookup(encoding).name
@@ -523,8 +538,8 @@ def iter_lines(
         except (LookupError, ValueError, UnicodeError):
             raise UserError(f"{encoding!r} is not a text encoding that can be read line by line") from None
     remedy = f"re-encode it as UTF-8 (iconv -f <encoding> -t utf-8 {name}){hint}"
-    pieces = _wide_lines(handle, name, encoding, remedy) if codec.startswith(("utf-16", "utf-32")) else \
-        _narrow_lines(handle, name, encoding, codec, remedy)
+    pieces = _wide_lines(handle, name, encoding, remedy, cut_chars) if codec.startswith(("utf-16", "utf-32")) else \
+        _narrow_lines(handle, name, encoding, codec, remedy, cut_chars)
     number = 0
     for text, terminated in pieces:
         # A lone \r inside a line is a line end too (universal newlines): old Mac files read as lines.
@@ -534,9 +549,69 @@ def iter_lines(
             yield number, part, terminated or index < len(parts) - 1
 
 
-def _narrow_lines(handle: IO[bytes], name: str, encoding: str, codec: str, remedy: str) -> Iterator[tuple[str, bool]]:
+def _line_too_long(where: str) -> UserError:
+    return UserError(f"{where}: the line is longer than {MAX_LINE_BYTES} bytes, the most a line of JSON or columns "
+                     "may have; shorten it (a .txt input, one text a line, is cut instead)")
+
+
+class _HeadAndTail:
+    """The first and last ``keep`` characters of a text that arrives in pieces."""
+
+    def __init__(self, keep: int):
+        self.keep, self.head, self.tail = keep, "", ""
+
+    def add(self, text: str) -> None:
+        if len(self.head) < self.keep:
+            room = self.keep - len(self.head)
+            self.head, text = self.head + text[:room], text[room:]
+        if text:
+            self.tail = (self.tail + text)[-self.keep:]
+
+    def text(self) -> str:
+        return self.head + self.tail
+
+
+def _narrow_raw_lines(handle: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Each line's bytes (its first :data:`LINE_PIECE_BYTES` at most) and whether that was the whole line."""
+    while raw := handle.readline(LINE_PIECE_BYTES):
+        yield raw, raw.endswith(b"\n") or len(raw) < LINE_PIECE_BYTES
+
+
+def _whole_line(handle: IO[bytes], start: bytes, where: str) -> bytes:
+    """An over-long line that began with ``start``, whole up to :data:`MAX_LINE_BYTES` (an error past that)."""
+    pieces, size = [start], len(start)
+    while not pieces[-1].endswith(b"\n") and (piece := handle.readline(LINE_PIECE_BYTES)):
+        size += len(piece)
+        if size > MAX_LINE_BYTES + 1:  # the line end may follow the limit
+            raise _line_too_long(where)
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
+def _cut_line(handle: IO[bytes], start: bytes, where: str, encoding: str, cut_chars: int,
+              remedy: str) -> tuple[str, bool]:
+    """An over-long line that began with ``start``, read to its end a piece at a time and decoded as it goes
+    (so every byte is checked), of which the first and last ``cut_chars`` characters are kept."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    kept, piece, offset = _HeadAndTail(cut_chars), start, 0
+    while True:
+        terminated = piece.endswith(b"\n")
+        body = piece[:-1] if terminated else piece
+        try:
+            kept.add(decoder.decode(body, final=terminated or not piece))
+        except UnicodeDecodeError as error:
+            raise UserError(f"{where}: not valid {encoding} text (byte 0x{body[error.start]:02x} at column "
+                            f"{offset + error.start + 1}); {remedy}") from None
+        if terminated or not piece:
+            return kept.text().removesuffix("\r"), terminated
+        offset += len(body)
+        piece = handle.readline(LINE_PIECE_BYTES)
+
+
+def _narrow_lines(handle: IO[bytes], name: str, encoding: str, codec: str, remedy: str,
+                  cut_chars: int | None = None) -> Iterator[tuple[str, bool]]:
     first = True
-    for number, raw in enumerate(handle, 1):
+    for number, (raw, whole) in enumerate(_narrow_raw_lines(handle), 1):
         if first:
             for bom, wide in _WIDE_BOMS.items():
                 if raw.startswith(bom):
@@ -544,6 +619,11 @@ def _narrow_lines(handle: IO[bytes], name: str, encoding: str, codec: str, remed
             if codec == "utf-8":
                 raw = raw.removeprefix(codecs.BOM_UTF8)
             first = False
+        if not whole and cut_chars is not None:
+            yield _cut_line(handle, raw, f"{name}:{number}", encoding, cut_chars, remedy)
+            continue
+        if not whole:
+            raw = _whole_line(handle, raw, f"{name}:{number}")
         terminated = raw.endswith(b"\n")
         body = raw[:-1] if terminated else raw
         body = body[:-1] if terminated and body.endswith(b"\r") else body  # CRLF; a lone \r is split later
@@ -556,14 +636,49 @@ def _narrow_lines(handle: IO[bytes], name: str, encoding: str, codec: str, remed
             ) from None
 
 
-def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str) -> Iterator[tuple[str, bool]]:
+def _rest_of_wide_line(text: IO[str], start: str, where: str, cut_chars: int | None) -> str:
+    """As :func:`_whole_line` (``cut_chars=None``) and :func:`_cut_line`, for a decoded stream."""
+    kept, pieces, size, line = _HeadAndTail(cut_chars or 0), [], 0, start
+    while True:
+        terminated = line.endswith("\n")
+        if cut_chars is None:
+            pieces.append(line)
+            size += 2 * len(line)
+            if size > MAX_LINE_BYTES + 2:
+                raise _line_too_long(where)
+        else:
+            kept.add(line.removesuffix("\n"))
+        if terminated or not line:
+            break
+        line = text.readline(LINE_PIECE_BYTES // 2)
+    return "".join(pieces) if cut_chars is None else kept.text() + ("\n" if terminated else "")
+
+
+def bounded_text_lines(text: IO[str], name: str) -> Iterator[str]:
+    """The lines of a decoded stream with their line ends (what :mod:`csv` reads), each at most
+    :data:`MAX_LINE_BYTES` (counted as two bytes a character): a longer one is a one-line error naming it."""
+    number = 0
+    while line := text.readline(LINE_PIECE_BYTES // 2):
+        number += 1
+        if not line.endswith(("\n", "\r")) and len(line) >= LINE_PIECE_BYTES // 2:
+            line = _rest_of_wide_line(text, line, f"{name}:{number}", None)
+        yield line
+
+
+def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str,
+                cut_chars: int | None = None) -> Iterator[tuple[str, bool]]:
     text = io.TextIOWrapper(handle, encoding=encoding, newline="\n")  # type: ignore[arg-type]
     number = 0
+    piece_chars = LINE_PIECE_BYTES // 2
     try:
-        for number, line in enumerate(text, 1):  # noqa: B007 - the number names the line of a decoding error
+        while line := text.readline(piece_chars):
+            number += 1
             if number == 1:
                 line = line.removeprefix("\ufeff")
             terminated = line.endswith("\n")
+            if not terminated and len(line) >= piece_chars:  # an over-long line: read on, holding its cut
+                line = _rest_of_wide_line(text, line, f"{name}:{number}", cut_chars)
+                terminated = line.endswith("\n")
             body = line[:-1] if terminated else line
             yield (body[:-1] if terminated and body.endswith("\r") else body), terminated
     except UnicodeError as error:  # UTF-16 without a byte-order mark is a plain UnicodeError, with no reason
@@ -573,15 +688,25 @@ def _wide_lines(handle: IO[bytes], name: str, encoding: str, remedy: str) -> Ite
         text.detach()  # the caller owns (and closes) the binary stream
 
 
-def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "") -> list[tuple[int, str]]:
-    """The lines of a text file as :func:`decode_lines` gives them; an unreadable file is a one-line error."""
-    return decode_lines(read_bytes(path), str(path), encoding, hint)
+def read_lines(path: str | os.PathLike[str], encoding: str = "utf-8", hint: str = "",
+               limit: int | None = None) -> list[tuple[int, str]]:
+    """The lines of a text file as :func:`decode_lines` gives them; an unreadable file is a one-line error, and
+    so is one over ``limit`` bytes (read no further than that)."""
+    data = read_bytes(path, limit)
+    if limit is not None and len(data) > limit:
+        raise UserError(f"{short_path(path)}: more than {limit} bytes, the most a file of this kind may have")
+    return decode_lines(data, str(path), encoding, hint)
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a file; one that cannot be read (missing, a directory, a name too long) is a one-line error."""
+def read_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of a file; one that cannot be read (missing, a directory, a name too long) is a one-line error.
+    With ``limit``, at most ``limit + 1`` bytes are read (a file grown huge, a FIFO or ``/dev/zero`` is not read
+    whole), so that the caller's size check sees it is over the limit."""
     try:
-        return Path(path).read_bytes()
+        if limit is None:
+            return Path(path).read_bytes()
+        with Path(path).open("rb") as handle:
+            return handle.read(limit + 1)
     except OSError as error:
         raise UserError(f"cannot read {short_path(path)}: {error.strerror}") from None
 

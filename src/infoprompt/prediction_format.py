@@ -8,8 +8,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
+from infoprompt.errors import UserError
+
 FORMATS = ("jsonl", "csv")
 MULTI_LABEL_SEPARATOR = "|"  # how a label cell holds several labels, in training files and in this CSV
+# A text cell that starts with one of these is a formula to a spreadsheet (OWASP's list: =, +, -, @, tab, CR), or
+# starts with the quote that marks an escaped cell: such a cell is written with one more ' in front.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
 def output_format(requested: str | None, output: str | os.PathLike[str]) -> str:
@@ -17,6 +22,19 @@ def output_format(requested: str | None, output: str | os.PathLike[str]) -> str:
     if requested is not None:
         return requested
     return "csv" if os.fspath(output).lower().endswith(".csv") else "jsonl"
+
+
+def csv_cell(text: object) -> object:
+    """``text`` as a CSV cell no spreadsheet evaluates: one ``'`` in front when it starts with a character of
+    :data:`FORMULA_STARTS` (a label ``=cmd|' /C calc'!A0`` is written ``'=cmd|' /C calc'!A0``); a value that is
+    no string (a number, ``None``) as it is. Every CSV writer of user text (labels, column, task, method and
+    backbone names) passes its text cells through this."""
+    return "'" + text if isinstance(text, str) and text.startswith(FORMULA_STARTS) else text
+
+
+def csv_text(cell: str) -> str:
+    """The text a :func:`csv_cell` holds: the cell without its first ``'``, if it has one."""
+    return cell[1:] if cell.startswith("'") else cell
 
 
 def top_labels(probabilities: Mapping[str, float], k: int) -> list[tuple[str, float]]:
@@ -29,46 +47,66 @@ class PredictionWriter:
     """Text for the records of :func:`~infoprompt.training.inference.predict`, one per input line.
 
     JSON lines: ``{"line", "label" (multi-label: "labels"), "probabilities", "top_k"?}`` per input, where
-    ``top_k`` is ``[{"label", "probability"}, ...]``, most probable first. CSV: a header, then a row per input:
-    ``line``, ``label`` (multi-label: ``labels``, joined by ``|``), ``probability_<label>`` for every label and,
-    with ``top_k``, ``top1_label``, ``top1_probability``, ... ``topK_probability``.
+    ``top_k`` is ``[{"label", "probability"}, ...]``, most probable first, and with ``keep`` columns ``input``
+    is ``{column: text}``. CSV: a header, then a row per input: ``line``, the ``keep`` columns, ``label``
+    (multi-label: ``labels``, joined by ``|``), ``probability_<label>`` for every label and, with ``top_k``,
+    ``top1_label``, ``top1_probability``, ... ``topK_probability``. Every text cell of the CSV (header included)
+    passes :func:`csv_cell`.
     """
 
-    def __init__(self, output_format: str, labels: Sequence[str], *, multi_label: bool, top_k: int | None = None):
+    def __init__(self, output_format: str, labels: Sequence[str], *, multi_label: bool, top_k: int | None = None,
+                 keep: Sequence[str] = ()):
         if output_format not in FORMATS:
             raise ValueError(f"unknown output format {output_format!r}; known: {', '.join(FORMATS)}")
         self.format = output_format
         self.labels = list(labels)
         self.label_key = "labels" if multi_label else "label"
         self.top_k = None if top_k is None else min(top_k, len(self.labels))  # K over the label count: every label
+        self.keep: list[str] = []
+        taken = set(self._columns())  # the columns written without ``keep``
+        self.keep = list(keep)
+        clash = [column for column in self.keep if column in taken]
+        if clash:
+            raise UserError(f"--keep-columns: column {clash[0]!r} is also a column predict writes; rename it in "
+                            "the input")
+
+    def _columns(self) -> list[str]:
+        columns = ["line", *self.keep, self.label_key, *(f"probability_{label}" for label in self.labels)]
+        for rank in range(1, (self.top_k or 0) + 1):
+            columns += [f"top{rank}_label", f"top{rank}_probability"]
+        return columns
 
     def header(self) -> str:
         """The CSV header line ("" for JSON lines)."""
         if self.format != "csv":
             return ""
-        columns = ["line", self.label_key, *(f"probability_{label}" for label in self.labels)]
-        for rank in range(1, (self.top_k or 0) + 1):
-            columns += [f"top{rank}_label", f"top{rank}_probability"]
-        return self._csv([columns])
+        return self._csv([self._columns()])
 
-    def lines(self, line_numbers: Sequence[int], records: Sequence[Mapping[str, object]]) -> str:
+    def lines(self, line_numbers: Sequence[int], records: Sequence[Mapping[str, object]],
+              kept: Sequence[Mapping[str, str]] | None = None) -> str:
+        """The records of one chunk; ``kept`` holds each input's ``keep`` columns."""
+        kept = kept if kept is not None else [{}] * len(records)
+        rows = zip(line_numbers, records, kept, strict=True)
         if self.format == "jsonl":
-            return "".join(json.dumps(self._json(line, record), sort_keys=True, allow_nan=False) + "\n"
-                           for line, record in zip(line_numbers, records, strict=True))
-        return self._csv([self._row(line, record) for line, record in zip(line_numbers, records, strict=True)])
+            return "".join(json.dumps(self._json(line, record, columns), sort_keys=True, allow_nan=False) + "\n"
+                           for line, record, columns in rows)
+        return self._csv([self._row(line, record, columns) for line, record, columns in rows])
 
-    def _json(self, line: int, record: Mapping[str, object]) -> dict[str, object]:
+    def _json(self, line: int, record: Mapping[str, object], kept: Mapping[str, str]) -> dict[str, object]:
         out = {"line": line, **record}
+        if self.keep:
+            out["input"] = {column: kept[column] for column in self.keep}
         if self.top_k is not None:
             out["top_k"] = [{"label": label, "probability": p} for label, p in top_labels(self._probabilities(record),
                                                                                           self.top_k)]
         return out
 
-    def _row(self, line: int, record: Mapping[str, object]) -> list[object]:
+    def _row(self, line: int, record: Mapping[str, object], kept: Mapping[str, str]) -> list[object]:
         probabilities = self._probabilities(record)
         chosen = record[self.label_key]
         label = MULTI_LABEL_SEPARATOR.join(chosen) if isinstance(chosen, list) else chosen
-        row: list[object] = [line, label, *(probabilities[name] for name in self.labels)]
+        row: list[object] = [line, *(kept[column] for column in self.keep), label,
+                             *(probabilities[name] for name in self.labels)]
         if self.top_k is not None:
             row += [value for pair in top_labels(probabilities, self.top_k) for value in pair]
         return row
@@ -81,7 +119,11 @@ class PredictionWriter:
 
     @staticmethod
     def _csv(rows: list[list[object]]) -> str:
-        # "\n" line ends, as the JSON lines have (the csv module's default is "\r\n"); fields are quoted as needed.
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows(rows)
-        return buffer.getvalue()
+        # "\n" line ends, as the JSON lines have. A row is written with the csv module's "\r\n" and that end is
+        # then cut to "\n": so a cell holding a lone "\r" is quoted too (with lineterminator="\n" it is not).
+        out = []
+        for row in rows:
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\r\n").writerow([csv_cell(cell) for cell in row])
+            out.append(buffer.getvalue()[:-2] + "\n")
+        return "".join(out)

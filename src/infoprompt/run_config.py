@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from infoprompt.errors import UserError
-from infoprompt.gate import parse_toml, yaml_entries
+from infoprompt.gate import MAX_CONFIG_BYTES, parse_toml, yaml_entries
 from infoprompt.io_utils import read_lines
 
 CONFIG_OPTION = "--config"
@@ -100,7 +100,8 @@ def _read(path: Path, known: set[str]) -> tuple[dict[str, object], dict[str, str
                         f"{', '.join(CONFIG_SUFFIXES)}")
     if not path.is_file():
         raise UserError(f"run config {path} not found")
-    text = "\n".join(line for _, line in read_lines(path))
+    # Read no further than 4 bytes a character of the gate's limit (which counts characters).
+    text = "\n".join(line for _, line in read_lines(path, limit=4 * MAX_CONFIG_BYTES))
     entries = _yaml_entries(path, text) if path.suffix.lower() != ".toml" else _toml_entries(path, text)
     values: dict[str, object] = {}
     wheres: dict[str, str] = {}

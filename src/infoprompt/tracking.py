@@ -71,20 +71,28 @@ def add_tracking_options(parser: argparse.ArgumentParser) -> None:
                             "model registry under NAME, a new version per run")
 
 
-def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None,
-                 register_model: str | None = None) -> Tracker | None:
-    """The tracker ``--track KIND`` names (``None``: no tracking), checked so that a missing package fails
-    before a run starts."""
+def check_tracking_flags(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None,
+                         register_model: str | None = None) -> None:
+    """The tracking flags' usage errors, which need no data and no package: a command checks them first."""
     if kind is None:
         if tracking_uri is not None or experiment is not None:
             raise UserError("--tracking-uri and --tracking-experiment need --track mlflow")
         if register_model is not None:
             raise UserError("--register-model needs --track mlflow")
-        return None
+        return
     if kind != "mlflow":
         raise UserError(f"unknown tracker {kind!r}; valid trackers: {', '.join(TRACKERS)}")
     if register_model is not None and not register_model.strip():
         raise UserError("--register-model: expected a model name, got an empty one")
+
+
+def make_tracker(kind: str | None, tracking_uri: str | None = None, experiment: str | None = None,
+                 register_model: str | None = None) -> Tracker | None:
+    """The tracker ``--track KIND`` names (``None``: no tracking), checked so that a missing package fails
+    before a run starts."""
+    check_tracking_flags(kind, tracking_uri, experiment, register_model)
+    if kind is None:
+        return None
     uri = resolve_tracking_uri(tracking_uri or DEFAULT_TRACKING_URI)
     tracker = MlflowTracker(uri, experiment or DEFAULT_EXPERIMENT, register_model)
     tracker.check()

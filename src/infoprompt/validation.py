@@ -289,3 +289,34 @@ def _peft_value(value: Any) -> Any:
     if isinstance(value, set | list | tuple):
         return sorted(map(str, value)) or None
     return value or None if isinstance(value, dict) else value
+
+
+# A LoRA adapter's options (``infoprompt_adapter.json``) and the names its saved settings
+# (``setfit_lora_config.json``) give them: the settings built the model whose names and shapes the weights matched.
+LORA_OPTION_SETTINGS = {"lora_rank": "rank", "lora_alpha": "alpha", "lora_targets": "targets",
+                        "lora_layers": "layers", "top_layers": "top_layers"}
+
+
+def check_options_match_settings(config_path: Any, options: Any, settings_path: Any, settings: Any) -> None:
+    """Refuse, with one line naming the file and field, a saved adapter whose options in ``config_path`` say
+    other than its settings in ``settings_path`` (which its weights were checked against): each option of
+    :data:`LORA_OPTION_SETTINGS` that the file records must equal the setting of its name (a list as a tuple, no
+    targets as none). An edited ``top_layers: 99`` would otherwise load and serve as if nothing were wrong. (A
+    record of the first format holds no options of these kinds: those it lacks come from the method's row.)"""
+    from infoprompt.io_utils import read_json_object
+
+    record = read_json_object(config_path)
+    recorded = record["options"] if isinstance(record.get("options"), dict) else record
+    for option_name, setting_name in LORA_OPTION_SETTINGS.items():
+        if option_name not in recorded or not hasattr(options, option_name) or not hasattr(settings, setting_name):
+            continue
+        said, built = getattr(options, option_name), getattr(settings, setting_name)
+        if option_name == "top_layers" and said is None:
+            continue  # unset: the default k, which the settings make concrete
+        if _setting_value(said) != _setting_value(built):
+            raise UserError(f"{config_path}: options.{option_name} is {said!r}, but the adapter's weights and "
+                            f"{settings_path} are those of {option_name}={_setting_value(built)!r}")
+
+
+def _setting_value(value: Any) -> Any:
+    return (tuple(value) or None) if isinstance(value, list | tuple) else value

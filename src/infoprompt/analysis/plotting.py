@@ -7,12 +7,18 @@ task, seeds and sample sizes.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import math
 import os
 import textwrap
-from collections.abc import Mapping, Sequence
+import unicodedata
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -21,6 +27,31 @@ from matplotlib.ticker import ScalarFormatter
 from infoprompt.io_utils import atomic_write_bytes
 
 PALETTE = ("#1b9e77", "#7570b3", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+
+
+@contextlib.contextmanager
+def literal_text() -> Iterator[None]:
+    """Within it, text is drawn as it is: ``$``, ``\\``, ``^`` and ``_`` never start mathtext (user text, labels
+    and task names, would be parsed: ``$\\frac$`` is an error) and TeX is never run; a glyph the font lacks is
+    drawn as a box without a warning. Held while a figure is built and saved (ticks read rcParams as drawn)."""
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        yield
+
+
+def drawn_literally(draw: Callable[..., Any]) -> Callable[..., Any]:
+    """``draw`` run within :func:`literal_text`."""
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with literal_text():
+            return draw(*args, **kwargs)
+    return wrapper
+
+
+def drawable(text: str) -> str:
+    """``text`` as a font can draw it: a control character or a lone surrogate (no character, which FreeType
+    refuses) becomes U+FFFD; everything else is kept."""
+    return "".join("\ufffd" if unicodedata.category(char) in ("Cc", "Cs") else char for char in text)
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -44,6 +75,7 @@ def save_png(figure: Figure, path: str | os.PathLike[str], dpi: int = 150) -> No
 
 
 # -- Figure 1 ------------------------------------------------------------------------------------------------
+@drawn_literally
 def plot_cmi(
     values: Mapping[str, Mapping[str, np.ndarray]],
     summaries: Mapping[str, Mapping[str, Mapping[str, float]]],
@@ -138,6 +170,7 @@ def _wrap(label: str, width: int = 16) -> str:
 
 
 # -- Figure 2 ------------------------------------------------------------------------------------------------
+@drawn_literally
 def plot_landscape(
     xs: np.ndarray,
     ys: np.ndarray,
@@ -185,6 +218,7 @@ def plot_landscape(
 
 
 # -- Figure 3 ------------------------------------------------------------------------------------------------
+@drawn_literally
 def plot_curves(
     loss_curves: Mapping[str, object],
     metric_curves: Mapping[str, object],

@@ -17,7 +17,7 @@ def redraw(json_path: str | Path) -> Path:
     json_path = Path(json_path)
     if not json_path.is_file():
         raise UserError(f"{json_path} does not exist")
-    record = parse_json(read_bytes(json_path), str(json_path), limit=MAX_DOCUMENT_BYTES)
+    record = parse_json(read_bytes(json_path, MAX_DOCUMENT_BYTES), str(json_path), limit=MAX_DOCUMENT_BYTES)
     kind = record.get("analysis") if isinstance(record, dict) else None
     png = json_path.with_suffix(".png")
     if kind == "cmi":

@@ -68,8 +68,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from infoprompt.experiments.sweep import cell_status, run_sweep
     from infoprompt.pipeline import run_training
     from infoprompt.threads import use_threads
-    from infoprompt.tracking import TrackedRunner, make_tracker
+    from infoprompt.tracking import TrackedRunner, check_tracking_flags, make_tracker
 
+    # Usage errors first: these need no data, no grid and no model.
+    check_tracking_flags(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
+    if args.tasks is not None and args.train_file is not None:
+        raise UserError("give --tasks (built-in tasks) or --train-file (your own data), not both")
     backend = ray_options(args)
     if backend is not None and args.workers is not None:
         raise UserError("--workers is for local sweeps; with --backend ray each cell gets --cpus-per-cell threads")

@@ -20,6 +20,7 @@ from infoprompt.experiments.paired import (
     sign_flip_p_value,
 )
 from infoprompt.experiments.protocol import PAPER_BATCH_SIZE, PAPER_EPOCHS, Training, trainings_phrase
+from infoprompt.prediction_format import csv_cell
 
 FULL = "full"
 OPTION = "--full-vs-few"
@@ -165,7 +166,8 @@ def full_vs_few_csv(shifts: Sequence[GainShift]) -> str:
                      "std_diff", "n_pairs", "few_larger", "ties", "full_larger", "p_sign_flip", "gains_few",
                      "gains_full", "full_training"])
     for shift in shifts:
-        writer.writerow([shift.method, shift.baseline, shift.few_shots, shift.column, f"{shift.mean_few:.6f}",
+        writer.writerow([csv_cell(shift.method), csv_cell(shift.baseline), shift.few_shots, csv_cell(shift.column),
+                         f"{shift.mean_few:.6f}",
                          f"{shift.mean_full:.6f}", f"{shift.mean:.6f}", "" if shift.n == 1 else f"{shift.std:.6f}",
                          shift.n, *shift.record, f"{shift.p_value:.6f}", " ".join(f"{d:.6f}" for d in shift.few),
                          " ".join(f"{d:.6f}" for d in shift.full), shift.full_training])

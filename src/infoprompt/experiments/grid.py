@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from infoprompt.errors import UserError
-from infoprompt.gate import parse_toml, parse_yaml
+from infoprompt.gate import MAX_CONFIG_BYTES, parse_toml, parse_yaml
 from infoprompt.io_utils import read_lines
 from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
 from infoprompt.kinds.registry import KINDS, get_method
@@ -427,7 +427,8 @@ def read_grid_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"grid file {path} not found")
-    text = "\n".join(line for _, line in read_lines(path))
+    # Read no further than 4 bytes a character of the gate's limit (which counts characters).
+    text = "\n".join(line for _, line in read_lines(path, limit=4 * MAX_CONFIG_BYTES))
     if path.suffix in (".yaml", ".yml"):
         data = parse_yaml(text, str(path), "grid files")
     elif path.suffix == ".toml":

@@ -10,6 +10,7 @@ from typing import Any
 from infoprompt.experiments.paired import Paired
 from infoprompt.experiments.tables import Stat, Table, shots_key
 from infoprompt.kinds.registry import table_label
+from infoprompt.prediction_format import csv_cell
 
 SIZE_UNITS = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
@@ -78,10 +79,12 @@ def to_csv(table: Table) -> str:
     the row's mean adapter size in bytes and its mean training seconds per cell."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["method", *[f"{c} {part}" for c in table.columns for part in ("mean", "std", "n")], "average",
-                     "adapter_bytes", "train_s"])
+    # Task, method and backbone names are user text (a file's stem, --task-name): each such cell passes csv_cell,
+    # so that no spreadsheet runs one as a formula; numbers are written as they are (a negative one included).
+    writer.writerow(["method", *[csv_cell(f"{c} {part}") for c in table.columns for part in ("mean", "std", "n")],
+                     "average", "adapter_bytes", "train_s"])
     for method, stats in table.rows.items():
-        row: list[Any] = [method]
+        row: list[Any] = [csv_cell(method)]
         for stat in stats:
             if stat is None:
                 row += ["", "", 0]
@@ -105,7 +108,7 @@ def cells_csv(stats: dict[tuple, Stat]) -> str:
                      "adapter_bytes", "train_s", "top_share", "majority_share"])
     for key in sorted(stats, key=lambda k: (k[0], k[1], k[2], shots_key(k[3]), k[4])):
         stat = stats[key]
-        writer.writerow([*key[:3], key[3], key[4], f"{stat.mean:.6f}", "" if stat.n == 1 else f"{stat.std:.6f}",
+        writer.writerow([*map(csv_cell, key[:3]), key[3], key[4], f"{stat.mean:.6f}", "" if stat.n == 1 else f"{stat.std:.6f}",
                          stat.n, " ".join(map(str, stat.seeds)), " ".join(f"{v:.6f}" for v in stat.values),
                          "" if stat.adapter_bytes is None else round(stat.adapter_bytes),
                          "" if stat.train_s is None else f"{stat.train_s:.3f}",
@@ -120,7 +123,7 @@ def paired_csv(pairs: Sequence[Paired]) -> str:
     writer.writerow(["method", "baseline", "column", "mean_diff", "std_diff", "n_pairs", "wins", "ties", "losses",
                      "p_sign_flip", "diffs"])
     for pair in pairs:
-        writer.writerow([pair.method, pair.baseline, pair.column, f"{pair.mean:.6f}",
+        writer.writerow([csv_cell(pair.method), csv_cell(pair.baseline), csv_cell(pair.column), f"{pair.mean:.6f}",
                          "" if pair.n == 1 else f"{pair.std:.6f}", pair.n, *pair.record, f"{pair.p_value:.6f}",
                          " ".join(f"{d:.6f}" for d in pair.diffs)])
     return buffer.getvalue()

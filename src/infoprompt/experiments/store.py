@@ -42,7 +42,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        record = parse_json(read_bytes(path), str(path), limit=MAX_DOCUMENT_BYTES)
+        record = parse_json(read_bytes(path, MAX_DOCUMENT_BYTES), str(path), limit=MAX_DOCUMENT_BYTES)
     except UserError as error:
         raise UserError(f"{error}: a damaged result record; delete it to rerun the cell") from None
     if not isinstance(record, dict):

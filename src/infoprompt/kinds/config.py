@@ -47,6 +47,7 @@ from infoprompt.validation import (
     check_finite,
     check_labels,
     distinct_names,
+    finite_number,
     require_fingerprint,
 )
 
@@ -118,6 +119,8 @@ class ClassifierConfig:
             raise UserError(f"method {self.method} (kind {kind.name}) takes {kind.options.__name__}, "
                             f"not {type(self.options).__name__}")
         check_fields(self)
+        if self.threshold is not None and not 0 <= finite_number(self.threshold, "threshold") <= 1:
+            raise UserError(f"threshold must be a probability from 0 to 1, got {self.threshold}")
 
     @classmethod
     def create(cls, task: str, method: str, backbone: str, **given: object) -> ClassifierConfig:

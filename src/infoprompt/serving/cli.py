@@ -70,9 +70,18 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve.set_defaults(handler=cmd_serve)
 
 
+MAX_TOKEN_BYTES = 4096  # a bearer token is tens of bytes; a token file is read no further than this
+
+
 def read_token(path: str) -> str:
+    """The token of ``--token-file``: at most :data:`MAX_TOKEN_BYTES` are read (``/dev/zero`` is one line, not
+    all of memory)."""
     try:
-        token = Path(path).read_text(encoding="utf-8").strip()
+        with Path(path).open("rb") as handle:
+            data = handle.read(MAX_TOKEN_BYTES + 1)
+        if len(data) > MAX_TOKEN_BYTES:
+            raise UserError(f"--token-file {path}: more than {MAX_TOKEN_BYTES} bytes; the file holds one token")
+        token = data.decode("utf-8").strip()
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"--token-file {path}: cannot read it ({error})") from None
     if not token or any(c.isspace() or not c.isprintable() for c in token):

@@ -33,10 +33,12 @@ LF, CRLF or CR line ends.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import difflib
 import io
 import math
+import os
 import re
 import sys
 from collections import Counter
@@ -46,6 +48,7 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts, parse_json, parse_json_at
+from infoprompt.io_utils import MAX_DATA_FILE_BYTES
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.multilabel import encode_label_set, label_set
 
@@ -273,12 +276,26 @@ def _scalar(row: _Row, column: str, value: object) -> str | None:
 
 # -- formats --------------------------------------------------------------------------------------------------
 
+
+
+def _check_size(path: Path, size: int) -> None:
+    if size > MAX_DATA_FILE_BYTES:
+        raise UserError(f"{path}: {size} bytes, more than the {MAX_DATA_FILE_BYTES} bytes ({MAX_DATA_FILE_BYTES >> 20} "
+                        "MiB) a training or evaluation file may have; draw a sample of it first")
+
+
 def _decode(path: Path) -> str:
-    """The text of a file: UTF-8 (a byte-order mark skipped) or UTF-16/32 with a byte-order mark."""
+    """The text of a file: UTF-8 (a byte-order mark skipped) or UTF-16/32 with a byte-order mark; at most
+    :data:`MAX_DATA_FILE_BYTES` are read (a FIFO or device included)."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            if path.is_file():  # refused before a byte is read
+                _check_size(path, os.fstat(handle.fileno()).st_size)
+            data = handle.read(MAX_DATA_FILE_BYTES + 1)
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror}") from None
+    if len(data) > MAX_DATA_FILE_BYTES:
+        _check_size(path, path.stat().st_size if path.is_file() else len(data))
     encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
     try:
         return data.decode(encoding)
@@ -410,6 +427,8 @@ def _parquet_rows(path: Path, wanted: Sequence[str]) -> Iterator[_Row]:
         import pyarrow.parquet as pq
     except ImportError:
         raise UserError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+    with contextlib.suppress(OSError):  # an unreadable file gets pyarrow's message below
+        _check_size(path, path.stat().st_size)
     try:
         names = pq.read_schema(path).names
         duplicated = sorted({name for name in names if names.count(name) > 1})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts
-from infoprompt.io_utils import read_lines
+from infoprompt.io_utils import MAX_DATA_FILE_BYTES, read_lines
 from infoprompt.tasks.base import Example, TaskSpec
 
 SINGLE_TEMPLATE = "<cls> <p> {sentence} <p> <mask> <p> <sep>"
@@ -30,7 +30,7 @@ def read_tsv(
     names (which must not look like a data row), ``False`` for none.
     """
     examples: list[Example] = []
-    lines = read_lines(path)
+    lines = read_lines(path, limit=MAX_DATA_FILE_BYTES)
     if header is not False:
         _check_header(path, lines, header, n_columns, label_column, label_names)
         lines = lines[1:]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from infoprompt.errors import UserError
 from infoprompt.gate import parse_json
-from infoprompt.io_utils import read_lines
+from infoprompt.io_utils import MAX_DATA_FILE_BYTES, read_lines
 
 # Entity markers of the relation templates (punctuation, so every tokenizer has them as plain tokens).
 HEAD_MARK = "@"
@@ -16,7 +16,7 @@ TAIL_MARK = "#"
 
 def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
     """Yield ``("<path>:<line>", record)`` for every non-blank line of a JSON-lines file."""
-    for line_number, line in read_lines(path):
+    for line_number, line in read_lines(path, limit=MAX_DATA_FILE_BYTES):
         if not line.strip():
             continue
         where = f"{path}:{line_number}"

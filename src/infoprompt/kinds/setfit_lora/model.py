@@ -12,7 +12,7 @@ from torch import nn
 
 from infoprompt.backbones import Backbone, portable_name
 from infoprompt.errors import UserError
-from infoprompt.io_utils import replaced_directory
+from infoprompt.io_utils import ADAPTER_CONFIG_NAME, adapter_config_file, replaced_directory
 from infoprompt.kinds.common import save_peft
 from infoprompt.kinds.config import ClassifierConfig, read_weights
 from infoprompt.kinds.lora_layers import LAYER_SETS, lora_config, with_lora
@@ -27,7 +27,7 @@ from infoprompt.kinds.setfit import (
     require_setfit,
 )
 from infoprompt.kinds.setfit_lora.options import SetFitLoraOptions
-from infoprompt.validation import check_lora_config
+from infoprompt.validation import check_lora_config, check_options_match_settings
 
 SETTINGS_NAME = "setfit_lora_config.json"
 PEFT_DIR = "peft"  # the LoRA weights in peft's own layout
@@ -134,6 +134,8 @@ class SetFitLoraClassifier(SetFitClassifier):
 
         require_setfit()
         settings, fitted = read_settings(directory / SETTINGS_NAME, cls.settings_type)
+        check_options_match_settings(adapter_config_file(directory) or directory / ADAPTER_CONFIG_NAME,
+                                     config.options, directory / SETTINGS_NAME, settings)
         model = cls(backbone, config, settings)
         if not (directory / PEFT_DIR).is_dir():
             raise UserError(f"adapter directory {directory} lacks its LoRA weights {directory / PEFT_DIR}")
