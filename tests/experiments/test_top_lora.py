@@ -302,3 +302,19 @@ def test_a_joined_pair_splits_into_what_each_text_alone_gives(ids, wrap, halves)
     from infoprompt.kinds.top_lora.model import split_pair
 
     assert split_pair(ids, wrap, wrap[1][0] if wrap[1] else 3) == halves
+
+
+def test_the_siamese_preset_fits_the_head_alone_on_pairs_and_trains_single_texts(tiny_bert_dir):
+    """top-lora-siamese: on pairs no step is taken and LoRA keeps its zero start (the frozen encoder's pair
+    features); on single texts it trains as top-lora does, to the same weights (#53)."""
+    from infoprompt.classifier import Classifier
+
+    fast = {"backbone": str(tiny_bert_dir), "top_layers": 1, "epochs": 2, "batch_size": 8, "max_length": 32}
+    pairs = Classifier(method="top-lora-siamese", **fast).fit(PAIRS, SAME)
+    assert pairs.fit_result_.steps == 0
+    lora_b = [p for name, p in pairs.model_.lora_model.named_parameters() if "lora_B" in name]
+    assert lora_b and all(not p.any() for p in lora_b) and pairs.model_.head.in_features % 4 == 1
+    texts, labels = [a for a, _ in PAIRS], SAME
+    siamese = Classifier(method="top-lora-siamese", **fast).fit(texts, labels)
+    plain = Classifier(method="top-lora", **fast).fit(texts, labels)
+    assert siamese.predict_proba(texts).tolist() == plain.predict_proba(texts).tolist()

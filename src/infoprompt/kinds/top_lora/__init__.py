@@ -15,9 +15,9 @@ TOP_LORA = Method(
                 "lower blocks computed once per text; + logistic regression")
 
 TOP_LORA_SIAMESE = TOP_LORA.variant(
-    "top-lora-siamese", pair_reading="separate", table_order=16,
-    description="top-lora with the two texts of a pair encoded apart and compared ([u, v, |u - v|, u * v, cos]); "
-                "single texts as top-lora")
+    "top-lora-siamese", pair_reading="separate", pair_training=False, table_order=16,
+    description="top-lora with the two texts of a pair encoded apart and compared ([u, v, |u - v|, u * v, cos]) by "
+                "the head alone on the frozen encoder; single texts as top-lora")
 
 KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
             card=CARD,

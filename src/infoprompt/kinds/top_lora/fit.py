@@ -257,9 +257,9 @@ def fit_top_lora(model: TopLoraClassifier, train_examples: Sequence[Example], ev
     train_started = time.perf_counter()
     trainer = TopBlocksTrainer(model, settings, [p.prompted.input_ids for p in train_set.pairs], device)
     selection = None
-    epochs = settings.epochs
+    epochs = settings.epochs if settings.pair_training or not model.reads_pairs_apart else 0
     selection_seconds = 0.0
-    if settings.select == "holdout":
+    if settings.select == "holdout" and epochs:
         selection_started = time.perf_counter()
         selection = select_epochs(trainer, model, labels, config, log)
         epochs = int(selection["epochs"])

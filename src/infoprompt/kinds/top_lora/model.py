@@ -66,6 +66,8 @@ class TopLoraSettings:
         pair_reading: ``joined`` (a pair is one text, the two separated by the tokenizer's separator) or
             ``separate`` (each text of a pair pooled alone through the same encoder; the head reads
             :func:`pair_features`). Single-text tasks read one text either way.
+        pair_training: whether the top blocks train on pairs read apart; without it the fit is the head alone on
+            the frozen encoder's pair features (LoRA stays at its zero start).
     """
 
     top_layers: int | None = None
@@ -96,6 +98,7 @@ class TopLoraSettings:
     head_c_choices: tuple[float, ...] = ()
     head_balanced: bool | None = None
     pair_reading: str = "joined"
+    pair_training: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", tuple(self.targets))  # as JSON gives them

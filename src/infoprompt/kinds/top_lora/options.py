@@ -77,6 +77,9 @@ class TopLoraOptions(LoraOptions, HeadOptions):
                                "separated by the tokenizer's separator, as SetFit reads it; default) or separate (each "
                                "text through the encoder alone, the head on [u, v, |u - v|, u * v, cos(u, v)], as "
                                "sentence-transformers compares two texts)", choices=PAIR_READINGS)
+    pair_training: bool = option(True, "train the top blocks on pairs read apart (their [|u - v|, u * v] in the "
+                                 "in-batch objective); off: the head alone on the frozen encoder's pair features "
+                                 "(default on; top-lora-siamese: off)", switch="flag")
     lora_layers: str = option("all-linear", "the layers LoRA adapts in each top block when no --lora-targets are "
                               "named: all-linear (default: attention and feed-forward) or attention-qv",
                               choices=tuple(LAYER_SETS))
