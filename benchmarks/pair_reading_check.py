@@ -10,6 +10,7 @@ primary metric, the share of the most-predicted class beside the majority share 
 Variants:
     probe-joined    frozen encoder, mean-pooled joined pair, logistic regression (the probe today)
     probe-pair      frozen encoder, each text pooled alone; features [u, v, |u - v|, u * v, cos(u, v)]
+    probe-pair-balanced  the same, the head's classes weighted inversely to their counts in the draw
     lora-joined     top-lora as it is (the joined pair)
     lora-pair-ce    LoRA in the top blocks trained through a linear softmax on [u, v, |u - v|, u * v]
                     (sentence-transformers' SoftmaxLoss), then the logistic head on the pair features
@@ -53,8 +54,9 @@ def joined_ids(tokenizer, firsts, seconds, max_length=128):
     return [tokenizer(a, b, truncation=True, max_length=max_length)["input_ids"] for a, b in zip(firsts, seconds, strict=True)]
 
 
-def head_scores(train_x, train_y, test_x, test_y, seed, task):
-    head = LogisticRegression(C=1.0, max_iter=200, random_state=seed).fit(train_x, train_y)
+def head_scores(train_x, train_y, test_x, test_y, seed, task, balanced=False):
+    head = LogisticRegression(C=1.0, max_iter=200, random_state=seed,
+                              class_weight="balanced" if balanced else None).fit(train_x, train_y)
     predicted = head.predict_proba(test_x)
     probabilities = np.zeros((len(test_x), len(task.labels)))
     probabilities[:, head.classes_] = predicted
@@ -135,7 +137,9 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--variants", nargs="+",
-                        default=["probe-joined", "probe-pair", "lora-joined", "lora-pair-ce", "lora-pair-supcon"])
+                        default=["probe-joined", "probe-pair", "lora-joined", "lora-pair-ce", "lora-pair-supcon"],
+                        choices=["probe-joined", "probe-pair", "probe-pair-balanced", "lora-joined", "lora-pair-ce",
+                                 "lora-pair-supcon"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", help="append one JSON line per run here")
     args = parser.parse_args()
@@ -185,7 +189,8 @@ def main() -> None:
                     if variant.startswith("lora-pair"):
                         trainer.train(ytr, len(task.labels), variant.rsplit("-", 1)[1], args.epochs, seed)
                     x = trainer.features(range(len(rows)))
-                value, top_share = head_scores(x[train_rows], ytr, x[test_rows], yte, seed, task)
+                value, top_share = head_scores(x[train_rows], ytr, x[test_rows], yte, seed, task,
+                                               balanced=variant.endswith("-balanced"))
             seconds = time.perf_counter() - started
             table.setdefault(variant, []).append(value)
             print(f"{variant:18s} seed {seed}: {metric} {value:.4f}  top-class share {top_share:.3f} "
