@@ -2,7 +2,7 @@
 objective over the lower blocks' states computed once per text, then a logistic head (SetFit's accuracy at a
 fraction of its passes)."""
 
-from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
+from infoprompt.kinds.registry import MIXED_LORA, ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import require_setfit
 from infoprompt.kinds.setfit_lora.card import CARD  # the same adapter layout: peft LoRA, mean pooling, head
 from infoprompt.kinds.top_lora.fit import TOP_LORA_TRAINING, fit_top_lora
@@ -14,7 +14,7 @@ TOP_LORA = Method(
     description="LoRA in the top blocks of the shared encoder, supervised contrastive over every pair of a batch, "
                 "lower blocks computed once per text; + logistic regression")
 
-KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
+KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT, MIXED_LORA},
             card=CARD,
             training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA,))
 
