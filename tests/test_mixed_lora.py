@@ -30,7 +30,7 @@ def random_adapter(backbone, kind: str, seed: int, **options: object):
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if "lora_" in name or name.startswith("head."):
+            if "lora_A" in name or "lora_B" in name or name.startswith("head."):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
     return model.eval()
 

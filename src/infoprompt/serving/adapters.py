@@ -119,6 +119,25 @@ def feature_group(model: Any, kind: str) -> Hashable | None:
     return (id(model.backbone), kind, config.task, config.template, config.max_length, config.truncate, config.options)
 
 
+def lora_group(model: Any) -> Hashable | None:
+    """A key shared by every loaded LoRA adapter on the same backbone object whose rows can share a batch
+    (:mod:`infoprompt.kinds.mixed_lora`: each input tokenised by its own adapter, each row through its own
+    LoRA), or ``None`` for a model that is no such adapter."""
+    from infoprompt.kinds.mixed_lora import lora_parts
+
+    return ("lora", id(model.backbone)) if lora_parts(model) is not None else None
+
+
+def predict_mixed(requests: Sequence[tuple[Any, Sequence[dict[str, str]], Sequence[str]]]) -> tuple[list[Any], int]:
+    """Each request's records (a LoRA adapter of one :func:`lora_group`, its rows and their sources), as
+    :func:`predict` gives them alone, computed in one mixed batch; and the number of distinct inputs the
+    shared blocks read."""
+    from infoprompt.kinds.mixed_lora import predict_mixed as library_predict_mixed
+
+    mixed = library_predict_mixed(requests, batch_size=FEATURE_BATCH)
+    return mixed.records, mixed.texts
+
+
 def _records(labels: Sequence[str], probabilities: torch.Tensor) -> list[dict[str, object]]:
     """The records of :func:`infoprompt.training.inference.predict`: the arg-max label and every label's
     probability, rounded as that function rounds them."""
