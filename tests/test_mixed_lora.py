@@ -4,12 +4,18 @@ per text; the shared encoder's weights are never changed."""
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
-from infoprompt.kinds import KINDS, make_classifier
+from infoprompt.cli import main
+from infoprompt.kinds import KINDS, make_classifier, mixed_lora
 from infoprompt.kinds.mixed_lora import lora_parts, mixed_encoder, predict_mixed
 from infoprompt.kinds.registry import MIXED_LORA, kinds_with
 from infoprompt.training.inference import predict
@@ -20,6 +26,7 @@ pytest.importorskip("setfit", reason="the setfit extra is not installed: pip ins
 TEXTS = ["a great film", "the plot was dull and boring , and far too long for what it says", "lovely",
          "quite funny , not bad at all"]
 TOLERANCE = 1e-5
+FIXTURES = Path(__file__).parent / "fixtures" / "adapters"
 
 
 def random_adapter(backbone, kind: str, seed: int, **options: object):
@@ -109,3 +116,47 @@ def test_kinds_without_the_capability_do_not_mix(bert_backbone):
         from infoprompt.kinds.mixed_lora import mixed_probabilities
 
         mixed_probabilities([lora, probe], [[101, 102]], list(itertools.product([0], [0, 1])))
+
+
+@pytest.fixture
+def saved_adapters(tiny_model_dirs, tmp_path, monkeypatch) -> list[str]:
+    """The committed tiny adapters of every LoRA kind and a probe, beside the tiny BERT they name."""
+    shutil.copytree(tiny_model_dirs["bert"], tmp_path / "tiny-bert")
+    monkeypatch.chdir(tmp_path)
+    names = [*kinds_with(MIXED_LORA), "linear-probe"]
+    for name in names:
+        shutil.copytree(FIXTURES / name, tmp_path / name)
+    (tmp_path / "in.txt").write_text("".join(text + "\n" for text in TEXTS), encoding="utf-8")
+    return names
+
+
+def run_predict(capsys, *args: str) -> str:
+    assert main(["predict", "--input", "in.txt", "--quiet", *args]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("output", ["jsonl", "csv"])
+def test_predict_with_several_adapters_writes_each_adapters_predictions(saved_adapters, capsys, monkeypatch, output):
+    calls = []
+    original = mixed_lora.predict_mixed
+    monkeypatch.setattr(mixed_lora, "predict_mixed", lambda requests, *a: calls.append(len(requests)) or
+                        original(requests, *a))
+    several = run_predict(capsys, *[a for name in saved_adapters for a in ("--adapter", name)], "--format", output)
+    assert calls == [len(saved_adapters) - 1]  # the LoRA adapters in one mixed batch, the probe alone
+    alone = {name: run_predict(capsys, "--adapter", name, "--format", output) for name in saved_adapters}
+    if output == "jsonl":
+        rows = [json.loads(line) for line in several.splitlines()]
+        for name in saved_adapters:
+            expected = [json.loads(line) for line in alone[name].splitlines()]
+            assert [row["line"] for row in rows] == [row["line"] for row in expected]
+            assert close([row["adapters"][name] for row in rows], expected)
+    else:
+        table = list(csv.DictReader(io.StringIO(several)))
+        for name in saved_adapters:
+            expected = list(csv.DictReader(io.StringIO(alone[name])))
+            got = [{"line": row["line"], **{k.split(":", 1)[1]: v for k, v in row.items() if k.startswith(f"{name}:")}}
+                   for row in table]
+            assert [row.keys() for row in got] == [row.keys() for row in expected]
+            for mine, theirs in zip(got, expected, strict=True):
+                assert mine["line"] == theirs["line"] and mine["label"] == theirs["label"]
+                assert all(abs(float(mine[k]) - float(theirs[k])) <= TOLERANCE for k in theirs if k.startswith("prob"))
