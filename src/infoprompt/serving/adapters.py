@@ -15,6 +15,9 @@ from typing import Any
 import torch
 
 FEATURE_BATCH = 64
+# Rows per encoder call of a mixed LoRA batch, length-sorted: a micro-batch of 32 SST-2 sentences (9 to 46 tokens)
+# ran through MiniLM on one thread in 2471 ms as one padded call, 1807 ms in calls of 16, 1595 ms of 8, 1881 ms of 4.
+MIXED_CHUNK = 8
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def predict_mixed(requests: Sequence[tuple[Any, Sequence[dict[str, str]], Sequen
     shared blocks read."""
     from infoprompt.kinds.mixed_lora import predict_mixed as library_predict_mixed
 
-    mixed = library_predict_mixed(requests, batch_size=FEATURE_BATCH)
+    mixed = library_predict_mixed(requests, batch_size=MIXED_CHUNK)
     return mixed.records, mixed.texts
 
 
