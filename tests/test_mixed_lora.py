@@ -58,6 +58,16 @@ def test_every_lora_kind_mixes(adapters):
     assert all(lora_parts(model) is not None for models in adapters.values() for model in models)
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_kind_mixes_exactly_when_its_models_hold_peft_lora(kind, bert_backbone):
+    """No LoRA kind is left out of mixed batches by a missing capability, and none claims it without LoRA."""
+    from peft.tuners.lora import LoraLayer
+
+    model = make_classifier(bert_backbone, task="sst2", method=KINDS[kind].methods[0].name, n_prompts=2, max_length=32)
+    holds_lora = any(isinstance(module, LoraLayer) for module in model.modules())
+    assert (MIXED_LORA in KINDS[kind].capabilities) == holds_lora == (lora_parts(model) is not None)
+
+
 def close(mixed: list[dict], alone: list[dict]) -> bool:
     return len(mixed) == len(alone) and all(
         a["label"] == b["label"] and all(abs(a["probabilities"][k] - b["probabilities"][k]) <= TOLERANCE
