@@ -170,3 +170,9 @@ def test_predict_with_several_adapters_writes_each_adapters_predictions(saved_ad
             for mine, theirs in zip(got, expected, strict=True):
                 assert mine["line"] == theirs["line"] and mine["label"] == theirs["label"]
                 assert all(abs(float(mine[k]) - float(theirs[k])) <= TOLERANCE for k in theirs if k.startswith("prob"))
+
+
+def test_predict_refuses_an_adapter_given_twice(saved_adapters, capsys):
+    assert main(["predict", "--input", "in.txt", "--adapter", "lora", "--adapter", "./lora"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "is given more than once" in error and len(error.splitlines()) == 1
