@@ -61,6 +61,7 @@ def worker(args: argparse.Namespace) -> None:
         for name, tensor in sorted(built[-1].trainable_state().items()):
             digest.update(name.encode() + tensor.detach().float().cpu().numpy().tobytes())
         report = {"metrics": record["metrics"], "world_size": record["world_size"], "parameters": digest.hexdigest()}
+        Path(args.out).mkdir(parents=True, exist_ok=True)  # another rank may not have made it yet
         Path(args.out, f"{method}.rank{state.process_index}.json").write_text(json.dumps(report))
 
 

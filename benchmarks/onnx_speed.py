@@ -32,11 +32,11 @@ def dev_sentences(data_dir: Path | None, n: int) -> list[str]:
     return [" ".join(words[: 3 + i % (len(words) - 3)]) for i in range(n)]
 
 
-def build_adapter(backbone_name: str, method: str, directory: Path):
+def build_adapter(backbone_name: str, method: str, directory: Path, max_length: int):
     import infoprompt as ip
 
     backbone = ip.load_backbone(backbone_name)
-    model = ip.make_classifier(backbone, task="sst2", method=method, seed=0)
+    model = ip.make_classifier(backbone, task="sst2", method=method, seed=0, max_length=max_length)
     with torch.no_grad():
         model.head.weight.normal_(0, 1)
     model.save_pretrained(directory)
@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-length", type=int, default=128, help="the adapter's token budget (tiny test models: 32)")
     args = parser.parse_args()
 
     import onnxruntime
@@ -70,7 +71,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="onnx-speed-") as scratch:
-        model = build_adapter(args.backbone, args.method, Path(scratch) / "adapter")
+        model = build_adapter(args.backbone, args.method, Path(scratch) / "adapter", args.max_length)
         export_onnx(Path(scratch) / "adapter", Path(scratch) / "onnx")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1

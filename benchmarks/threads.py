@@ -72,7 +72,8 @@ def job_command(args: argparse.Namespace, out: Path) -> list[str]:
     shots, extra = ("16", ["--epochs", "1", "--eval-every-epochs", "0"]) if args.quick else ("64", [])
     return [sys.executable, "-m", "infoprompt.cli", "train", "--task", "sst2", "--method", "infoprompt", "--shots",
             shots, "--n-prompts", "4", "--seed", "1", "--backbone", args.backbone, "--data-dir", args.data_dir,
-            "--out", str(out), "--overwrite", "--quiet", *extra]
+            "--out", str(out), "--overwrite", "--quiet", *extra,
+            *(["--max-length", str(args.max_length)] if args.max_length else [])]
 
 
 # -- where a process runs: one CPU by affinity, or a one-CPU cgroup quota seen from inside ------------------------
@@ -287,6 +288,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("INFOPROMPT_DATA_DIR", str(ROOT.parent / "shared" / "data")))
     parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--max-length", type=int, help="the job's token budget (default: the method's; tiny test models: 32)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from {', '.join(SCENARIOS)}")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)}")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each variant per scenario (the median counts)")

@@ -350,6 +350,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     output = args.output or "-"
     check_output_file(output)
+    if len(args.adapter) > 1:
+        return predict_several_adapters(args, output, device)
+    args.adapter = args.adapter[0]
     config = read_adapter_config(Path(args.adapter))
     task = config_task(config)
     writer = PredictionWriter(output_format(args.format, output), config.labels, multi_label=is_multi_label(task),
@@ -368,6 +371,37 @@ def cmd_predict(args: argparse.Namespace) -> int:
             skipped += chunk.skipped
             records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
             handle.write(writer.lines(chunk.lines, records, chunk.kept).encode("utf-8"))
+            handle.flush()
+    if skipped and not args.quiet:
+        print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
+    return 0
+
+
+def predict_several_adapters(args: argparse.Namespace, output: str, device: object) -> int:
+    """``predict`` with several ``--adapter``: one column set per adapter (see :mod:`infoprompt.several_adapters`)."""
+    from infoprompt.inputs import iter_inputs
+    from infoprompt.io_utils import open_output
+    from infoprompt.prediction_format import PredictionWriter, SeveralPredictionWriter, output_format
+    from infoprompt.several_adapters import adapter_names, load_models, predict_several, read_configs
+    from infoprompt.tasks import is_multi_label
+
+    configs, task = read_configs(args.adapter)
+    if args.input != "-":
+        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoders load
+            pass
+    models = load_models(args.adapter, configs, args.cache_dir, device)
+    names = adapter_names(args.adapter)
+    chosen = output_format(args.format, output)
+    writer = SeveralPredictionWriter(chosen, {name: PredictionWriter(chosen, model.config.labels, top_k=args.top_k,
+                                                                      multi_label=is_multi_label(model.task))
+                                              for name, model in zip(names, models, strict=True)})
+    skipped = 0
+    with open_output(output) as handle:
+        handle.write(writer.header().encode("utf-8"))
+        for chunk in iter_inputs(args.input, task, encoding=args.encoding):
+            skipped += chunk.skipped
+            records = predict_several(models, chunk.rows, chunk.sources, args.batch_size, args.precision)
+            handle.write(writer.lines(chunk.lines, dict(zip(names, records, strict=True))).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
@@ -451,7 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(handler=cmd_eval)
 
     predict = commands.add_parser("predict", help="predict labels for new inputs: JSON lines or CSV")
-    predict.add_argument("--adapter", required=True, help="a run directory written by infoprompt train")
+    predict.add_argument("--adapter", required=True, action="append",
+                         help="a run directory written by infoprompt train; repeat it to predict with several adapters "
+                              "(one column set each; LoRA adapters of one encoder share its passes)")
     predict.add_argument("--input", required=True, help="a .txt (one text per line), a .csv or .tsv with a header, a .jsonl, "
                          "or - for stdin; columns are named by the task's fields or your training file's columns")
     predict.add_argument("--output", help="write predictions here instead of stdout")

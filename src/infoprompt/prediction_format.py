@@ -127,3 +127,42 @@ class PredictionWriter:
             csv.writer(buffer, lineterminator="\r\n").writerow([csv_cell(cell) for cell in row])
             out.append(buffer.getvalue()[:-2] + "\n")
         return "".join(out)
+
+
+class SeveralPredictionWriter:
+    """Text for the records of several adapters on the same inputs, one column set per adapter.
+
+    JSON lines: ``{"line", "adapters": {name: {"label", "probabilities", "top_k"?}}}`` per input. CSV: ``line``,
+    then each adapter's columns of :class:`PredictionWriter` (``label``, ``probability_<label>``, ...) prefixed
+    with ``<name>:``, adapters in the order given.
+    """
+
+    def __init__(self, output_format: str, writers: Mapping[str, PredictionWriter]):
+        self.format = output_format
+        self.writers = dict(writers)
+
+    def header(self) -> str:
+        if self.format != "csv":
+            return ""
+        columns = ["line"]
+        for name, writer in self.writers.items():
+            columns += [f"{name}:{column}" for column in next(csv.reader([writer.header()]))[1:]]
+        return PredictionWriter._csv([columns])
+
+    def lines(self, line_numbers: Sequence[int], records: Mapping[str, Sequence[Mapping[str, object]]]) -> str:
+        """``records``: per adapter name, its records of the inputs at ``line_numbers``."""
+        rows = []
+        for index, line in enumerate(line_numbers):
+            if self.format == "jsonl":
+                per_adapter = {}
+                for name, writer in self.writers.items():
+                    record = writer._json(line, records[name][index])
+                    del record["line"]
+                    per_adapter[name] = record
+                rows.append(json.dumps({"line": line, "adapters": per_adapter}, sort_keys=True, allow_nan=False) + "\n")
+            else:
+                cells: list[object] = [line]
+                for name, writer in self.writers.items():
+                    cells += writer._row(line, records[name][index])[1:]
+                rows.append(PredictionWriter._csv([cells]))
+        return "".join(rows)

@@ -290,6 +290,9 @@ def test_pairs_read_apart_train_on_what_they_predict_from_and_reload(tiny_bert_d
     from infoprompt.export import export_refusal
 
     assert "pair read apart" in export_refusal(model.config)
+    from infoprompt.kinds.mixed_lora import lora_parts
+
+    assert lora_parts(model) is None  # the server and predict give it a lane of its own, not a mixed batch
 
 
 @pytest.mark.parametrize(("ids", "wrap", "halves"), [

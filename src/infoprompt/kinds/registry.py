@@ -32,6 +32,7 @@ MULTI_LABEL = "multi-label"
 LONG_TEXT_CHUNKS = "long-text-chunks"
 ONNX_EXPORT = "onnx-export"
 SHARED_PLAIN_PASS = "shared-plain-pass"
+MIXED_LORA = "mixed-lora-batch"
 CAPABILITIES = {
     MULTI_LABEL: "trains on multi-label tasks (a sigmoid per label, a threshold picked on held-out shots)",
     LONG_TEXT_CHUNKS: "reads a text over max_length tokens in windows whose pooled features are averaged "
@@ -40,6 +41,9 @@ CAPABILITIES = {
                  "so `infoprompt export --onnx` can write it as one graph",
     SHARED_PLAIN_PASS: "predicts with a head (head_logits) on features of the plain input alone (forward's second "
                        "output), so the server runs one encoder pass for every such adapter on a backbone",
+    MIXED_LORA: "predicts through peft LoRA in a structure copy of the shared encoder (lora_model) and a readout of "
+                "its last hidden states (readout_logits), so rows of different adapters share one batch and the "
+                "blocks below their LoRA run once per text (infoprompt.kinds.mixed_lora)",
 }
 
 

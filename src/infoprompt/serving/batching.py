@@ -1,5 +1,5 @@
-"""Micro-batching: concurrent requests of one lane (an adapter, or a group of adapters that share one encoder
-pass) are gathered for up to ``max_wait`` seconds or ``max_batch`` inputs and run as one batch off the event loop."""
+"""Micro-batching: concurrent requests of one lane (an adapter, a group of adapters that share one encoder
+pass, or the LoRA adapters of one backbone) are gathered for up to ``max_wait`` seconds or ``max_batch`` inputs and run as one batch off the event loop."""
 
 from __future__ import annotations
 
@@ -89,6 +89,8 @@ def _run_together(jobs: Sequence[Job]) -> tuple[list[list[dict[str, object]]], i
             picked = [unique[tuple(sorted(row.items()))] for row in job.rows]
             results.append(adapters.head_records(job.adapter.model, features[picked]))
         return results, len(rows)
+    if jobs[0].adapter.mixes_lora:  # LoRA adapters of one backbone: each row through its own adapter
+        return adapters.predict_mixed([(job.adapter.model, job.rows, job.sources) for job in jobs])
     model = jobs[0].adapter.model  # a per-adapter lane: every job is for this model
     rows = [row for job in jobs for row in job.rows]
     sources = [source for job in jobs for source in job.sources]
@@ -177,7 +179,8 @@ class Lane:
                 job.future.set_exception(result)
             else:
                 job.future.set_result(result)
-        kind = "shared" if jobs[0].adapter.shares_features else "adapter"
+        first = jobs[0].adapter
+        kind = "shared" if first.shares_features else "lora" if first.mixes_lora else "adapter"
         self.batcher.report(BatchReport(kind, len(jobs), sum(len(j.rows) for j in jobs), encoded,
                                         time.perf_counter() - started))
 

@@ -65,6 +65,9 @@ def add_serve_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--separate-backbones", action="store_true",
                        help="give every adapter its own copy of its encoder (the one-model-per-task baseline of "
                             "benchmarks/serve_bench.py; wasteful otherwise)")
+    serve.add_argument("--per-adapter-lanes", action="store_true",
+                       help="run every LoRA adapter in a batch of its own instead of mixing the rows of every LoRA "
+                            "adapter on a backbone in one batch (the baseline of benchmarks/serve_bench.py)")
     serve.add_argument("--cache-dir", help="where packaged backbones are extracted (default ~/.cache/infoprompt)")
     serve.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"), default="warning")
     serve.set_defaults(handler=cmd_serve)
@@ -148,7 +151,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not Path(directory).is_dir():
             raise UserError(f"--allow-backbone-dir {directory} is not a directory")
     registry = AdapterRegistry(Path(args.adapter_root) if args.adapter_root else None, args.cache_dir,
-                               separate_backbones=args.separate_backbones,
+                               separate_backbones=args.separate_backbones, mixed_lora=not args.per_adapter_lanes,
                                backbone_dirs=[Path(directory) for directory in args.allow_backbone_dir])
     for name, directory in args.adapter:
         registry.load(name, directory)

@@ -44,7 +44,8 @@ class SharedBackbone:
 @dataclass(frozen=True)
 class LoadedAdapter:
     """An adapter ready to predict. ``lane`` names the micro-batching queue its requests join: its own name,
-    or a feature group that plain-feature adapters on the same encoder pass share."""
+    a feature group that plain-feature adapters on the same encoder pass share, or the mixed lane of the LoRA
+    adapters on its backbone (``mixes_lora``: rows of any of them share a batch)."""
 
     name: str
     directory: Path
@@ -53,11 +54,12 @@ class LoadedAdapter:
     backbone_key: str
     lane: Hashable
     shares_features: bool
+    mixes_lora: bool = False
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "kind": self.info.kind, "method": self.info.method, "task": self.info.task,
                 "labels": list(self.info.labels), "fields": list(self.info.fields), "backbone": self.info.backbone,
-                "shared_encoder_pass": self.shares_features}
+                "shared_encoder_pass": self.shares_features, "mixed_lora_batch": self.mixes_lora}
 
 
 def check_name(name: str) -> str:
@@ -104,15 +106,17 @@ class AdapterRegistry:
     Loads are serialised by a lock and may run in any thread; lookups take no lock (a dict read), so the
     event loop never waits for a load. ``separate_backbones`` gives each adapter a private copy of its
     backbone instead: what a one-model-per-task server needs (the baseline of ``benchmarks/serve_bench.py``).
+    ``mixed_lora`` False gives every LoRA adapter a lane of its own, as before mixed batches (the other baseline).
     """
 
     def __init__(self, root: Path | None = None, cache_dir: str | None = None, separate_backbones: bool = False,
-                 backbone_dirs: Sequence[Path] = ()):
+                 backbone_dirs: Sequence[Path] = (), mixed_lora: bool = True):
         self.root = root.resolve() if root is not None else None
         # With a root, adapters name their backbones by name, or as directories under the root or these.
         self.backbone_dirs = tuple(Path(directory).resolve() for directory in backbone_dirs)
         self.cache_dir = cache_dir
         self.separate_backbones = separate_backbones
+        self.mixed_lora = mixed_lora
         # Where adapters are built on a backbone already in use: the server's inference thread, because the
         # encoder and its tokenizer are not safe to share between threads (a fast tokenizer refuses a second
         # caller, bottleneck adapters hook the encoder during their pass). None: the calling thread.
@@ -154,9 +158,10 @@ class AdapterRegistry:
                 self._release(shared, name)
                 raise
             group = adapters.feature_group(model, info.kind)
+            lora = adapters.lora_group(model) if self.mixed_lora and group is None else None
+            lane = ("features", group) if group is not None else lora or ("adapter", name, id(model))
             loaded = LoadedAdapter(name=name, directory=directory, info=info, model=model, backbone_key=shared.key,
-                                   lane=("features", group) if group is not None else ("adapter", name, id(model)),
-                                   shares_features=group is not None)
+                                   lane=lane, shares_features=group is not None, mixes_lora=lora is not None)
             self.adapters[name] = loaded
             return loaded
 

@@ -118,7 +118,11 @@ def predict(
     sources = sources or [f"input {i + 1}" for i in range(len(inputs))]
     encoded = encode_examples(model, [Example(fields=f, source=s) for f, s in zip(inputs, sources, strict=True)])
     report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "inputs", model.config.max_length)
-    probabilities = predict_encoded(model, encoded, batch_size, precision=precision)
+    return prediction_records(model, predict_encoded(model, encoded, batch_size, precision=precision))
+
+
+def prediction_records(model: Adapter, probabilities: torch.Tensor) -> list[dict[str, object]]:
+    """The records of :func:`predict` from the class probabilities (N, C) of ``model``'s inputs."""
     labels = model.config.labels
     records = []
     for row in probabilities:

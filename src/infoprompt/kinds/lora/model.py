@@ -45,3 +45,8 @@ class LoraClassifier(BaselineModel):
         states = self.lora_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         features = mean_pool(states, batch.attention_mask)
         return self.head(features), features, None
+
+    def readout_logits(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The logits ``forward`` gives from the LoRA encoder's last hidden states (a mixed batch's, see
+        :mod:`infoprompt.kinds.mixed_lora`)."""
+        return self.head(mean_pool(states, attention_mask))

@@ -3,6 +3,8 @@ method, its files in the sentence-transformers layout, read back without pickles
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,18 +63,50 @@ def build_body(backbone: Backbone, max_length: int, copy_weights: bool = True) -
     except ImportError:
         from sentence_transformers import models
 
-    location = getattr(backbone.model, "name_or_path", "") or backbone.name
-    try:
-        transformer = models.Transformer(str(location), max_seq_length=max_length)
-    except (OSError, ValueError) as error:
-        raise UserError(f"method setfit could not build a sentence-transformers body from {location!r} ({error})") from None
     if copy_weights:
+        transformer = load_transformer(models, backbone, max_length)
         # The backbone as loaded (dtype, weights) is what the adapter is fingerprinted against: copy it in.
         transformer.auto_model.load_state_dict(backbone.model.state_dict())
         transformer.auto_model.to(torch.float32)
+    else:
+        transformer = shared_transformer(models, backbone, max_length)
     dimension = (getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension)()
     pooling = models.Pooling(dimension, "mean")
     return SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device=str(backbone.device))
+
+
+def load_transformer(models: Any, backbone: Backbone, max_length: int) -> Any:
+    """sentence-transformers' ``Transformer`` module read from the backbone's files (its own weights and tokenizer)."""
+    location = getattr(backbone.model, "name_or_path", "") or backbone.name
+    try:
+        return models.Transformer(str(location), max_seq_length=max_length)
+    except (OSError, ValueError) as error:
+        raise UserError(f"method setfit could not build a sentence-transformers body from {location!r} ({error})") from None
+
+
+# Per backbone encoder and token budget, one Transformer module read from disk (its own weights let go); the bodies
+# of adapters that share the backbone's weights are shallow copies of it. Reading it per adapter cost about 11 MiB
+# each (a tokenizer of its own, mostly): a hundred LoRA adapters, a gigabyte. Keyed by the encoder, which no
+# template refers to, so that a backbone let go takes its templates along.
+_TEMPLATES: weakref.WeakKeyDictionary[nn.Module, dict[int, Any]] = weakref.WeakKeyDictionary()
+
+
+def shared_transformer(models: Any, backbone: Backbone, max_length: int) -> Any:
+    """A ``Transformer`` module whose model is the backbone's own and whose tokenizer and settings are those of
+    one read from the backbone's files once, with module and setting dicts of its own: the caller replaces its
+    model (with LoRA) without touching the other adapters' bodies."""
+    templates = _TEMPLATES.setdefault(backbone.model, {})
+    template = templates.get(max_length)
+    if template is None:
+        template = load_transformer(models, backbone, max_length)
+        template.model = nn.Identity()  # the weights read from disk are let go; each copy gets the backbone's
+        templates[max_length] = template
+    body = copy.copy(template)
+    for name, value in vars(template).items():
+        if isinstance(value, dict):  # _modules, _parameters, _buffers, hooks, caches and settings
+            object.__setattr__(body, name, copy.copy(value))
+    body.model = backbone.model
+    return body
 
 
 class SetFitClassifier(BaselineModel):

@@ -2,7 +2,7 @@
 then SetFit's logistic-regression head."""
 
 from infoprompt.kinds.lora_layers import structure_copy
-from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
+from infoprompt.kinds.registry import MIXED_LORA, ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import SETFIT_TRAINING, fit_setfit, require_setfit
 from infoprompt.kinds.setfit_lora.card import CARD
 from infoprompt.kinds.setfit_lora.model import SetFitLoraClassifier, SetFitLoraSettings
@@ -15,7 +15,7 @@ SETFIT_LORA = Method(
     description="SetFit's contrastive pairs training only LoRA weights (r=8, q/v) in the frozen shared encoder, "
                 "+ logistic regression")
 
-KIND = Kind("setfit-lora", SetFitLoraClassifier, fit_setfit, options=SetFitLoraOptions, capabilities={ONNX_EXPORT},
+KIND = Kind("setfit-lora", SetFitLoraClassifier, fit_setfit, options=SetFitLoraOptions, capabilities={ONNX_EXPORT, MIXED_LORA},
             card=CARD,
             training_options=SETFIT_TRAINING, require=require_setfit, methods=(
                 SETFIT_LORA,

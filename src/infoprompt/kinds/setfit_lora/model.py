@@ -103,6 +103,15 @@ class SetFitLoraClassifier(SetFitClassifier):
         """The peft model the body runs (sentence-transformers' ``auto_model`` may hide the wrapper)."""
         return self.body[0].model
 
+    def readout_logits(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The log-probabilities ``forward`` gives from the LoRA encoder's last hidden states (a mixed batch's,
+        see :mod:`infoprompt.kinds.mixed_lora`): the body's modules after its transformer (mean pooling,
+        normalisation), then the head."""
+        features: dict[str, torch.Tensor] = {"token_embeddings": states, "attention_mask": attention_mask}
+        for module in list(self.body)[1:]:
+            features = module(features)
+        return self.head(features["sentence_embedding"]).log_softmax(-1)
+
     def lora_state(self) -> dict[str, torch.Tensor]:
         """The LoRA weights under peft's own names (those of ``peft/adapter_model.safetensors``)."""
         from peft import get_peft_model_state_dict

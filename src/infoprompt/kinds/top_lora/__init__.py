@@ -2,7 +2,7 @@
 objective over the lower blocks' states computed once per text, then a logistic head (SetFit's accuracy at a
 fraction of its passes)."""
 
-from infoprompt.kinds.registry import ONNX_EXPORT, Kind, Method
+from infoprompt.kinds.registry import MIXED_LORA, ONNX_EXPORT, Kind, Method
 from infoprompt.kinds.setfit import require_setfit
 from infoprompt.kinds.setfit_lora.card import CARD  # the same adapter layout: peft LoRA, mean pooling, head
 from infoprompt.kinds.top_lora.fit import TOP_LORA_TRAINING, fit_top_lora
@@ -19,7 +19,7 @@ TOP_LORA_SIAMESE = TOP_LORA.variant(
     description="top-lora with the two texts of a pair encoded apart and compared ([u, v, |u - v|, u * v, cos]) by "
                 "the head alone on the frozen encoder; single texts as top-lora")
 
-KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT},
+KIND = Kind("top-lora", TopLoraClassifier, fit_top_lora, options=TopLoraOptions, capabilities={ONNX_EXPORT, MIXED_LORA},
             card=CARD,
             training_options=TOP_LORA_TRAINING, require=require_setfit, methods=(TOP_LORA, TOP_LORA_SIAMESE))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infoprompt.kinds.lora_layers import LAYER_SETS, LoraOptions
-from infoprompt.kinds.registry import ONNX_EXPORT
+from infoprompt.kinds.registry import MIXED_LORA, ONNX_EXPORT
 from infoprompt.kinds.setfit.options import HeadOptions
 from infoprompt.kinds.top_lora.losses import LOSSES
 from infoprompt.options import COUNT, FRACTION, POSITIVE, POSITIVE_FLOAT, option
@@ -87,5 +87,7 @@ class TopLoraOptions(LoraOptions, HeadOptions):
     def limits(self, pairs: bool = False) -> dict[str, str]:
         if pairs and self.pair_reading == "separate":
             return {ONNX_EXPORT: "a pair read apart runs the encoder on each text alone, which one graph over the "
-                                 "joined tokens does not (train with --pair-reading joined to export it)"}
+                                 "joined tokens does not (train with --pair-reading joined to export it)",
+                    MIXED_LORA: "a pair read apart runs the encoder on each text alone, not on the joined tokens a "
+                                "mixed batch reads"}
         return {}
