@@ -5,6 +5,7 @@
 # new lock with the versions it names in CHANGELOG.md. Usage: bash scripts/refresh-lock.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset PYTHONPATH  # the fresh environment alone decides what is installed
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
