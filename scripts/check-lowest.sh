@@ -7,6 +7,7 @@
 # removed afterwards (LOWEST_VENV=DIR keeps it there instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset PYTHONPATH  # the fresh environment alone decides what is installed
 if [ -n "${LOWEST_VENV:-}" ]; then
     venv="$LOWEST_VENV"
     rm -rf "$venv"
