@@ -146,5 +146,28 @@ def test_train_defaults_to_the_recommended_method_and_methods_marks_it(capsys):
     marked = [line.split()[1] for line in lines if line.startswith("* ") and not line.startswith(f"* {RECOMMENDED_METHOD}:")]
     assert marked == [RECOMMENDED_METHOD]
     assert lines[-1].startswith(f"* {RECOMMENDED_METHOD}: the recommended method")
-    plus = next(line for line in lines if line.split()[0] == "infoprompt-plus")
-    assert "recommended prompt recipe" in plus and "recommended:" not in plus
+    # One recommended method in the table's words: the marked row, named under the table, and no other.
+    assert [line for line in lines if "recommended" in line] == [lines[-1]]
+
+
+def test_methods_answers_from_the_snapshot_without_torch():
+    """``infoprompt methods`` in a fresh process loads no heavy module (it took 10 s loading torch) and prints the
+    table the registry prints."""
+    fresh = cli_in_fresh_process("methods")
+    assert fresh["code"] == 0 and fresh["heavy"] == [], fresh["heavy"]
+    assert train_flags.registry_loaded() and fresh["out"] == help_text(["methods"])  # the live table here
+
+
+@pytest.mark.parametrize("command,blocked,extra", [
+    (["export", "--onnx", "--adapter", "runs/x", "--out", "runs/x-onnx"], "onnxruntime", "onnx"),
+    (["serve", "--adapter", "x=runs/x"], "fastapi", "serve"),
+])
+def test_a_missing_extra_is_one_line_before_torch_loads(command, blocked, extra):
+    """The command needs an extra this environment lacks (a module blocked as if uninstalled): one line naming
+    the pip install, exit 2, and torch never imported (it was reported after 26 s of loading)."""
+    code = f"import sys; sys.modules[{blocked!r}] = None\nHEAVY = {HEAVY!r}\n{PROBE}"
+    done = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=300)
+    result = json.loads(done.stdout)
+    assert result["code"] == 2 and result["heavy"] == [], result
+    assert result["err"] == (f"infoprompt: error: infoprompt {command[0]} needs {blocked} (the {extra} extra): "
+                             f"pip install 'infoprompt[{extra}]'\n")

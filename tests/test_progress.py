@@ -189,3 +189,69 @@ def test_quiet_keeps_the_result_line_and_errors_only(method, tiny_model_dirs, tm
     assert main(args) == 2  # the run directory exists: an error still says so
     out, err = capfd.readouterr()
     assert out == "" and err.startswith("infoprompt: error:") and len(err.splitlines()) == 1
+
+
+# -- Classifier: a bar where a person sees it, by default -----------------------------------------------------
+FIT_AND_PREDICT = """
+import sys
+from infoprompt import Classifier
+clf = Classifier("linear-probe", backbone=sys.argv[1], max_length=32).fit(["good", "bad", "fine", "awful"] * 2,
+                                                                          ["pos", "neg", "pos", "neg"] * 2)
+print(len(clf.predict(["good"] * 1000)))
+"""
+
+
+def on_a_terminal(argv: list[str], timeout: float = 300) -> tuple[str, str]:
+    """Run ``argv`` with stderr on a pseudo-terminal of 100 columns (a terminal tqdm can draw in; a bare pty has
+    0 columns) and stdout on a pipe: what each received."""
+    fcntl, pty, termios = (pytest.importorskip(name) for name in ("fcntl", "pty", "termios"))
+    import os
+    import select
+    import struct
+
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=secondary) as child:
+        os.close(secondary)
+        screen = b""
+        while select.select([primary], [], [], timeout)[0]:
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # the child closed the terminal (Linux says EIO)
+                break
+            if not data:
+                break
+            screen += data
+        os.close(primary)
+        out = child.stdout.read().decode()
+        assert child.wait(timeout) == 0, screen.decode(errors="replace")[-3000:]
+    return out, screen.decode(errors="replace")
+
+
+def test_classifier_draws_its_bars_on_a_terminal_by_default(tiny_model_dirs):
+    """A program run from a terminal (a real pty, not a stand-in object): fit's bar, and predict's on 1,000
+    texts, with no option given."""
+    out, screen = on_a_terminal([sys.executable, "-c", FIT_AND_PREDICT, str(tiny_model_dirs["bert"])])
+    assert out == "1000\n"
+    assert "train linear-probe: 100%" in screen and "predict:" in screen, screen
+
+
+def test_classifier_is_silent_where_no_one_watches_and_when_told(tiny_model_dirs, capfd, monkeypatch):
+    """stderr a file or a pipe: nothing at all, not even the encoder's "Loading weights"; a terminal with
+    ``progress=False``: nothing either; a small predict draws no bar on a terminal."""
+    from infoprompt import Classifier
+
+    texts, labels = ["good", "bad", "fine", "awful"] * 2, ["pos", "neg", "pos", "neg"] * 2
+    capfd.readouterr()
+    clf = Classifier("linear-probe", backbone=str(tiny_model_dirs["bert"]), max_length=32).fit(texts, labels)
+    clf.predict(["good"] * 1000)
+    assert capfd.readouterr() == ("", "")
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    quiet = Classifier("linear-probe", backbone=str(tiny_model_dirs["bert"]), max_length=32, progress=False)
+    quiet.fit(texts, labels).predict(["good"] * 1000)
+    assert terminal.getvalue() == ""
+    clf.predict(["good"] * 10)
+    assert terminal.getvalue() == "" and capfd.readouterr() == ("", "")
+    clf.fit(texts, labels)
+    assert "train linear-probe: 100%" in terminal.getvalue()

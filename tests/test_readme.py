@@ -4,6 +4,7 @@ docs it sends a newcomer to keep their own runnable examples."""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shlex
 from pathlib import Path
@@ -70,16 +71,65 @@ def write_rows(path: Path, rows) -> Path:
     return path
 
 
-@pytest.mark.slow
-def test_readme_cli_example_runs_on_a_csv_of_ones_own(data_dir, tmp_path, monkeypatch, capsys):
-    """The three command lines, on SST-2 sentences written as a newcomer's `text,label` CSV."""
+def logical_lines(block: str) -> list[str]:
+    """A shell block's commands: continuation lines joined, blank lines dropped (comments stay: the shell reads them)."""
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def write_own_data(data_dir: Path, where: Path) -> None:
+    """SST-2 sentences as a newcomer's ``text,label`` CSV files, named as the README names them."""
     import infoprompt as ip
-    from infoprompt.cli import main
 
     task = ip.get_task("sst2")
-    write_rows(tmp_path / "tickets.csv", ip.load_split(task, "train", data_dir)[:400])
-    write_rows(tmp_path / "tickets-dev.csv", ip.load_split(task, "dev", data_dir)[:100])
-    write_rows(tmp_path / "new-tickets.csv", ip.load_split(task, "dev", data_dir)[100:110])
+    write_rows(where / "tickets.csv", ip.load_split(task, "train", data_dir)[:400])
+    write_rows(where / "tickets-dev.csv", ip.load_split(task, "dev", data_dir)[:100])
+    write_rows(where / "new-tickets.csv", ip.load_split(task, "dev", data_dir)[100:110])
+
+
+def readme_port(lines: list[str]) -> int:
+    """The port the README's serve line names, or a free one in its place when that one is taken here; the test
+    is skipped only where no loopback port can be bound at all."""
+    import socket
+
+    (port,) = {int(match) for line in lines for match in re.findall(r"(?:--port |localhost:)(\d+)", line)}
+    for candidate in (port, 0):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    pytest.skip("no loopback port can be bound here")
+
+
+def wait_until_serving(server, port: int, log: Path, timeout_s: float = 300) -> None:
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert server.poll() is None, log.read_text()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"the server did not answer in {timeout_s} s: {log.read_text()}")
+
+
+@pytest.mark.slow
+def test_readme_own_data_serve_and_export_lines_run_in_order(data_dir, tmp_path, monkeypatch, capsys):
+    """The three command lines on SST-2 sentences written as a newcomer's `text,label` CSV, then the serving
+    section's lines in order (its pip line aside: this environment has the extras): the server serves the adapter
+    the first block made, curl gets its answer, and the probe trained from the same file exports to ONNX."""
+    import signal
+    import subprocess
+    import sys
+
+    from infoprompt.cli import main
+
+    write_own_data(data_dir, tmp_path)
     monkeypatch.chdir(tmp_path)
     for line in marked_block(README, "readme-cli-example", "bash").strip().splitlines():
         argv = shlex.split(line)
@@ -89,6 +139,27 @@ def test_readme_cli_example_runs_on_a_csv_of_ones_own(data_dir, tmp_path, monkey
     predictions = out.strip().splitlines()[-11:]  # the csv header and one row per input
     assert predictions[0].startswith("line,label"), out
     assert len(predictions) == 11 and (tmp_path / "runs" / "tickets" / "README.md").is_file()
+
+    pip, serve, curl, train, export = logical_lines(marked_block(README, "readme-serve-export", "bash"))
+    assert pip.startswith("pip install ") and "[serve,onnx]" in pip
+    port = readme_port([serve, curl])
+    serve, curl = (line.replace("8080", str(port)) for line in (serve, curl))  # the same, unless 8080 is taken
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        server = subprocess.Popen([sys.executable, "-m", "infoprompt.cli", *shlex.split(serve, comments=True)[1:]],
+                                  stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_until_serving(server, port, log)
+        answer = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=120, check=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    reply = json.loads(answer.stdout)
+    assert reply["adapter"] == "tickets" and len(reply["predictions"]) == 1, reply
+    assert log.read_text().splitlines()[-1] == "infoprompt: terminated (SIGTERM); server stopped"
+    for line in (train, export):
+        assert main(shlex.split(line, comments=True)[1:]) == 0, line
+    assert (tmp_path / "runs" / "tickets-onnx").is_dir()
 
 
 @pytest.mark.slow

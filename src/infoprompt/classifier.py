@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import sys
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
 from infoprompt.errors import UserError
 from infoprompt.gate import check_texts
+from infoprompt.progress import is_terminal, library_bars
 from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.tasks.base import Example
 from infoprompt.tasks.files import PAIR_FIELD, TEXT_FIELD, FileColumns
@@ -28,6 +30,8 @@ from infoprompt.tasks.multilabel import encode_label_set
 
 LABELS_NAME = "classifier_labels.json"
 TASK_NAME = "classifier"
+# predict draws its default bar from this many texts on: below it a call takes seconds and a bar is noise.
+PREDICT_BAR_MIN_TEXTS = 1000
 # ClassifierConfig fields that Classifier sets itself (seed is an option of its own).
 _MANAGED = {"task", "task_spec", "method", "backbone", "options", "labels", "init_seed", "backbone_fingerprint"}
 _JSON_SCALARS = (str, int, float, bool)
@@ -74,7 +78,10 @@ class Classifier(ClassifierMixin, BaseEstimator):
     with ``torch.set_num_threads`` alone). ``options`` are the shared
     :class:`~infoprompt.kinds.config.ClassifierConfig` fields (``max_length``, ...), the options of the method's
     kind (``n_prompts``, ``beta``, ``lora_rank``, ...) and the :class:`~infoprompt.training.TrainConfig` fields
-    its fit reads (``epochs``, ``lr``, ``device``, ...); progress bars are off unless ``progress=True``.
+    its fit reads (``epochs``, ``lr``, ``device``, ...). Progress: by default a bar where a person sees it (a
+    terminal, or a notebook's widget) for :meth:`fit` and for :meth:`predict` on large inputs, and nothing
+    when stderr is a file or a pipe; ``progress=False`` turns it off, ``progress=True`` draws it anywhere (plain
+    lines in a file, as the command line writes them).
     ``task_name`` (any method) names the task :meth:`fit` makes from the labels, as the saved adapter and its
     model card call it (default ``"classifier"``).
 
@@ -213,8 +220,11 @@ class Classifier(ClassifierMixin, BaseEstimator):
         task = user_task(settings.task_name, columns, sorted(values))
         examples = [Example(fields=fields, label=target, source=where(i))
                     for i, (fields, target) in enumerate(zip(_fields(texts, pairs), targets, strict=True))]
-        model = make_classifier(self._backbone(), task, self.method, seed=settings.seed, **settings.model_options)
-        self.fit_result_ = train(model, examples, None, TrainConfig(seed=settings.seed, **settings.train_options))
+        train_options = {"progress": _progress_shown(), **settings.train_options}
+        with library_bars(train_options["progress"]):
+            model = make_classifier(self._backbone(), task, self.method, seed=settings.seed,
+                                    **settings.model_options)
+            self.fit_result_ = train(model, examples, None, TrainConfig(seed=settings.seed, **train_options))
         self.fit_summary_ = {"source": "Classifier.fit", "n_train": len(examples), "seed": settings.seed,
                              "train_label_counts": label_counts(task, examples), "steps": self.fit_result_.steps,
                              "lr": self.fit_result_.lr, "timings": self.fit_result_.timings,
@@ -248,7 +258,8 @@ class Classifier(ClassifierMixin, BaseEstimator):
         precision = settings.train_options.get("precision", "fp32")
         encoded = encode_examples(model, examples)
         report_truncation(sum(p.truncated for p in encoded.pairs), len(encoded), "texts", model.config.max_length)
-        return predict_encoded(model, encoded, batch_size, precision=precision).double().numpy()
+        progress = settings.train_options.get("progress", len(encoded) >= PREDICT_BAR_MIN_TEXTS and _progress_shown())
+        return predict_encoded(model, encoded, batch_size, progress, precision=precision).double().numpy()
 
     def predict(self, texts: Any, batch_size: int = 64) -> list[Any]:
         """The most probable label of each text, a list of values as given to :meth:`fit` (multi-label: the
@@ -311,8 +322,10 @@ class Classifier(ClassifierMixin, BaseEstimator):
             _check_backbone(backbone)
         directory = Path(directory)
         config = read_adapter_config(directory)
-        loaded = backbone if backbone is None or not isinstance(backbone, str) else _load_backbone(backbone)
-        model = load_adapter(directory, backbone=loaded, config=config)
+        progress = options.get("progress")
+        with library_bars(_progress_shown() if progress is None else bool(progress)):
+            loaded = backbone if backbone is None or not isinstance(backbone, str) else _load_backbone(backbone)
+            model = load_adapter(directory, backbone=loaded, config=config)
         classifier = cls(config.method, backbone=model.backbone, **options)
         classifier._set_model(model, _saved_classes(directory, config.labels))
         return classifier
@@ -393,12 +406,20 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     threads = None if threads is None else positive_int(threads, "threads")
     model_options = {name: value for name, value in options.items() if name in model_fields}
     # A training field that is also an option of the kind (top-lora's epochs) is the option.
-    train_options = {"progress": False, **{name: value for name, value in options.items()
-                                           if name in train_fields and name not in model_fields}}
+    train_options = {name: value for name, value in options.items()
+                     if name in train_fields and name not in model_fields}
+    if train_options.get("progress", True) is None:
+        del train_options["progress"]  # None is the default: decided where the output goes, at each call
     TrainConfig(seed=seed, **train_options)  # bad values fail here, not at fit
     # The model's options, checked by the checks fit's model config runs (its kind's options included).
     ClassifierConfig.create(task=TASK_NAME, method=method, backbone="-", **model_options)
     return _Settings(kind, seed, threads, model_options, train_options, task_name)
+
+
+def _progress_shown() -> bool:
+    """The default progress: a bar only where a person sees it, a terminal or a notebook (the ``sys.stderr`` of
+    the moment, so a redirected one is the one judged)."""
+    return is_terminal(sys.stderr)
 
 
 def _load_backbone(name: str) -> Any:

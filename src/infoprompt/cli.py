@@ -16,6 +16,7 @@ from infoprompt.errors import UserError
 from infoprompt.eval_report import CONFUSION_PNG
 from infoprompt.experiments.cli import add_experiment_commands
 from infoprompt.export import add_export_command
+from infoprompt.extras import require_extra_of
 from infoprompt.options import (
     COUNT,
     POSITIVE,
@@ -418,11 +419,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def cmd_methods(args: argparse.Namespace) -> int:
     """The method table, the recommended method marked ``*`` (and named under the table)."""
-    from infoprompt.kinds.registry import METHODS
+    from infoprompt.train_flags import method_rows  # the snapshot: no torch, an answer at once
 
-    for preset in METHODS.values():
-        mark = "*" if preset.name == RECOMMENDED_METHOD else " "
-        print(f"{mark} {preset.name:30s} {preset.kind:12s} lr={preset.lr:<6g} {preset.description}")
+    for name, kind, lr, description in method_rows():
+        mark = "*" if name == RECOMMENDED_METHOD else " "
+        print(f"{mark} {name:30s} {kind:12s} lr={lr:<6g} {description}")
     print(f"* {RECOMMENDED_METHOD}: the recommended method (the default of train --method)")
     return 0
 
@@ -572,9 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(expand_run_config(parser, sys.argv[1:] if argv is None else list(argv)))
+        require_extra_of(args.command)  # a missing extra at once, not after seconds of loading torch
     except SystemExit as stop:  # a usage error (one line printed) or --help / --version
         return stop.code if isinstance(stop.code, int) else 2
-    except UserError as error:  # a bad run config file
+    except UserError as error:  # a bad run config file, a missing extra
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
     from infoprompt.progress import is_terminal
@@ -591,7 +593,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"infoprompt: error: {error}", file=sys.stderr)
         return 2
     except Terminated:
-        print("infoprompt: terminated (SIGTERM); unfinished outputs were removed", file=sys.stderr)
+        stopped = "server stopped" if args.command == "serve" else "unfinished outputs were removed"
+        print(f"infoprompt: terminated (SIGTERM); {stopped}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("infoprompt: interrupted", file=sys.stderr)

@@ -4,9 +4,10 @@ when progress is off. Progress goes to stderr only: stdout carries results."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Protocol
 
 # File mode writes a line at each tenth of the steps, and at least once a minute in between, so that a slow run
@@ -36,6 +37,28 @@ def is_terminal(stream: IO[str]) -> bool:
     there; its stream says it is no terminal)."""
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty()) or type(stream).__module__.startswith("ipykernel")
+
+
+@contextlib.contextmanager
+def library_bars(shown: bool) -> Iterator[None]:
+    """transformers' and the Hub's own bars ("Loading weights", downloads) on or off for the duration of the
+    block, and as they were after it: a library call leaves its caller's settings alone."""
+    if shown:
+        yield
+        return
+    import huggingface_hub.utils
+    from transformers.utils import logging
+
+    transformers_on, hub_on = logging.is_progress_bar_enabled(), not huggingface_hub.utils.are_progress_bars_disabled()
+    logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if transformers_on:
+            logging.enable_progress_bar()
+        if hub_on:
+            huggingface_hub.utils.enable_progress_bars()
 
 
 def step_progress(total: int, desc: str, enabled: bool, stream: IO[str] | None = None) -> StepProgress:

@@ -26,7 +26,7 @@ PROMPT_RECIPE = "infoprompt-plus"
 PLUS = Method(PROMPT_RECIPE, PromptOptions(prompt_source="generated", placement="template", readout="auto", beta=0.1,
                                            gamma=0.05, mi_negatives="batch"),
               lr=1e-3, warm_start=True, select="holdout", table_order=8, baselines=RECOMMENDED_BASELINES,
-              description="the recommended prompt recipe: InfoPrompt with in-batch MI negatives, text-mean (or "
+              description="the strongest prompt recipe here: InfoPrompt with in-batch MI negatives, text-mean (or "
                           "entity-span) readout, probe-initialised head, epochs picked on a held-out slice of the draw")
 INFOPROMPT = Method("infoprompt", PAPER, lr=1e-3, table_order=4, baselines=PAPER_BASELINES,
                     description="generated prompts + head MI (γ) + representation MI (β)")
