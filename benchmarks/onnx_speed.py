@@ -67,16 +67,14 @@ def main() -> None:
 
     import onnxruntime
 
-    from infoprompt.export import ONNX_NAME, export_onnx, probability_graph
+    from infoprompt.export import OnnxRunner, export_onnx, probability_graph
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="onnx-speed-") as scratch:
         model = build_adapter(args.backbone, args.method, Path(scratch) / "adapter", args.max_length)
         export_onnx(Path(scratch) / "adapter", Path(scratch) / "onnx")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
-        session = onnxruntime.InferenceSession(str(Path(scratch) / "onnx" / ONNX_NAME), options,
-                                               providers=["CPUExecutionProvider"])
+        # One graph, or a probe's head graph on its shared encoder graph: the runner chains whichever it finds.
+        runner = OnnxRunner(Path(scratch) / "onnx", threads=1)
         graph = probability_graph(model)
         texts = dev_sentences(args.data_dir, args.n)
         work = batches(model, texts, args.batch_size)
@@ -86,7 +84,7 @@ def main() -> None:
                 return [graph(ids, mask).numpy() for ids, mask in work]
 
         def run_onnx() -> list[np.ndarray]:
-            return [session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0] for ids, mask in work]
+            return [runner.probabilities(ids.numpy(), mask.numpy()) for ids, mask in work]
 
         runners = {"pytorch": run_torch, "onnxruntime": run_onnx}
         outputs = {name: run() for name, run in runners.items()}  # warm-up, and the outputs compared

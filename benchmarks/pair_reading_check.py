@@ -141,6 +141,7 @@ def main() -> None:
                         choices=["probe-joined", "probe-pair", "probe-pair-balanced", "lora-joined", "lora-pair-ce",
                                  "lora-pair-supcon"])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-length", type=int, default=128, help="token budget of a text (tiny test models: 32)")
     parser.add_argument("--out", help="append one JSON line per run here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -161,11 +162,11 @@ def main() -> None:
         train_rows, test_rows = list(range(len(sample))), list(range(len(sample), len(rows)))
         ytr, yte = [y[i] for i in train_rows], [y[i] for i in test_rows]
         majority = Counter(yte).most_common(1)[0][1] / len(yte)
-        ids_a = token_ids(tokenizer, [e.fields[first] for e in rows])
-        ids_b = token_ids(tokenizer, [e.fields[second] for e in rows])
+        ids_a = token_ids(tokenizer, [e.fields[first] for e in rows], args.max_length)
+        ids_b = token_ids(tokenizer, [e.fields[second] for e in rows], args.max_length)
         for variant in args.variants:
             started = time.perf_counter()
-            model = make_classifier(backbone, args.task, "top-lora", 4, seed)
+            model = make_classifier(backbone, args.task, "top-lora", 4, seed, max_length=args.max_length)
             if variant == "lora-joined":
                 from infoprompt.kinds import kind_of
                 from infoprompt.training import TrainConfig
@@ -179,8 +180,9 @@ def main() -> None:
                 top_share = Counter(decisions).most_common(1)[0][1] / len(decisions)
             else:
                 if variant == "probe-joined":
-                    trainer = PairTrainer(model, joined_ids(tokenizer, [e.fields[first] for e in rows],
-                                                            [e.fields[second] for e in rows]), ids_b[:1] * len(rows))
+                    joined = joined_ids(tokenizer, [e.fields[first] for e in rows], [e.fields[second] for e in rows],
+                                        args.max_length)
+                    trainer = PairTrainer(model, joined, ids_b[:1] * len(rows))
                     with torch.no_grad():
                         pooled = trainer.split.pooled(trainer.states_a, 16)
                     x = functional.normalize(pooled, dim=-1).double().numpy()

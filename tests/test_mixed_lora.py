@@ -172,6 +172,13 @@ def test_predict_with_several_adapters_writes_each_adapters_predictions(saved_ad
                 assert all(abs(float(mine[k]) - float(theirs[k])) <= TOLERANCE for k in theirs if k.startswith("prob"))
 
 
+def test_keep_columns_with_several_adapters_is_one_line_before_any_model_loads(saved_adapters, capsys):
+    """--keep-columns names the columns of one adapter's output; with several it is a usage error (exit 2)."""
+    adapters = [a for name in list(saved_adapters)[:2] for a in ("--adapter", name)]
+    assert main(["predict", "--input", "in.txt", "--quiet", *adapters, "--keep-columns", "text"]) == 2
+    assert "--keep-columns takes one --adapter" in capsys.readouterr().err
+
+
 def test_predict_refuses_an_adapter_given_twice(saved_adapters, capsys):
     assert main(["predict", "--input", "in.txt", "--adapter", "lora", "--adapter", "./lora"]) == 2
     error = capsys.readouterr().err.strip()

@@ -352,6 +352,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     output = args.output or "-"
     check_output_file(output)
     if len(args.adapter) > 1:
+        if args.keep_columns:
+            raise UserError("--keep-columns takes one --adapter; with several, join on the 'line' column")
         return predict_several_adapters(args, output, device)
     args.adapter = args.adapter[0]
     config = read_adapter_config(Path(args.adapter))
@@ -385,10 +387,14 @@ def predict_several_adapters(args: argparse.Namespace, output: str, device: obje
     from infoprompt.prediction_format import PredictionWriter, SeveralPredictionWriter, output_format
     from infoprompt.several_adapters import adapter_names, load_models, predict_several, read_configs
     from infoprompt.tasks import is_multi_label
+    from infoprompt.templates import CHARS_PER_TOKEN
 
     configs, task = read_configs(args.adapter)
+    # A .txt line is cut to what the longest-reading adapter's cut can read (as with one adapter).
+    cut = (max(c.max_length for c in configs) * CHARS_PER_TOKEN if all(c.truncate for c in configs) else None)
+    reading = {"encoding": args.encoding, "cut_chars": cut}
     if args.input != "-":
-        for _ in iter_inputs(args.input, task, encoding=args.encoding):  # bad data fails before the encoders load
+        for _ in iter_inputs(args.input, task, **reading):  # bad data fails before the encoders load
             pass
     models = load_models(args.adapter, configs, args.cache_dir, device)
     names = adapter_names(args.adapter)
@@ -399,7 +405,7 @@ def predict_several_adapters(args: argparse.Namespace, output: str, device: obje
     skipped = 0
     with open_output(output) as handle:
         handle.write(writer.header().encode("utf-8"))
-        for chunk in iter_inputs(args.input, task, encoding=args.encoding):
+        for chunk in iter_inputs(args.input, task, **reading):
             skipped += chunk.skipped
             records = predict_several(models, chunk.rows, chunk.sources, args.batch_size, args.precision)
             handle.write(writer.lines(chunk.lines, dict(zip(names, records, strict=True))).encode("utf-8"))

@@ -156,13 +156,13 @@ class SeveralPredictionWriter:
             if self.format == "jsonl":
                 per_adapter = {}
                 for name, writer in self.writers.items():
-                    record = writer._json(line, records[name][index])
+                    record = writer._json(line, records[name][index], {})
                     del record["line"]
                     per_adapter[name] = record
                 rows.append(json.dumps({"line": line, "adapters": per_adapter}, sort_keys=True, allow_nan=False) + "\n")
             else:
                 cells: list[object] = [line]
                 for name, writer in self.writers.items():
-                    cells += writer._row(line, records[name][index])[1:]
+                    cells += writer._row(line, records[name][index], {})[1:]
                 rows.append(PredictionWriter._csv([cells]))
         return "".join(rows)

@@ -295,4 +295,4 @@ def test_head_c_options_reach_the_fit_the_record_and_the_saved_adapter(toy_task,
         with pytest.raises(UserError, match=message):
             build_classifier(dataclasses.replace(spec, classifier={"max_length": 32, **bad}), backbone)
     with pytest.raises(UserError, match=r"\(kind [a-z-]+\) has no option head_c"):
-        build_classifier(dataclasses.replace(spec, method="linear-probe", classifier={"head_c": 10.0}), backbone)
+        build_classifier(dataclasses.replace(spec, method="warp", classifier={"head_c": 10.0, "max_length": 32}), backbone)

@@ -132,7 +132,7 @@ def test_a_probe_run_logs_only_its_kind_options_and_the_settings_it_reads(tiny_b
                    text_column="utterance", label_column="intent", classifier={"max_length": 32},
                    training=TrainConfig(progress=False))
     params = run_params(run_training(spec))
-    # The axes, the one option of the probe's kind, the one training setting its fit reads, where it ran, the
+    # The axes, the two options of the probe's kind, the one training setting its fit reads, where it ran, the
     # data it read and the classifier fields every kind reads: no prompt or gradient-loop settings.
     assert params == {
         "task": "intents", "method": "linear-probe", "kind": "linear-probe", "shots": "full", "seed": "1",
@@ -141,7 +141,7 @@ def test_a_probe_run_logs_only_its_kind_options_and_the_settings_it_reads(tiny_b
         "spec.train_file": str(train), "spec.text_column": "utterance", "spec.label_column": "intent",
         "spec.multi_label": "false", "classifier.max_length": "32", "classifier.truncate": "true",
         "classifier.long_text": "truncate", "classifier.template": params["classifier.template"],
-        "classifier.options.pooling": "mean",
+        "classifier.options.pooling": "mean", "classifier.options.head_c": "1.0",
     }
 
 
