@@ -8,8 +8,9 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from infoprompt.analysis.cli import add_analysis_commands
 from infoprompt.errors import UserError
@@ -337,7 +338,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Read, predict and write in chunks (:data:`~infoprompt.inputs.CHUNK_ROWS` rows), so that memory does not
     grow with the input; a file input is checked whole before the encoder loads."""
     from infoprompt.inputs import iter_inputs
-    from infoprompt.io_utils import check_output_file, open_output
+    from infoprompt.io_utils import check_output_file
     from infoprompt.kinds import load_adapter
     from infoprompt.kinds.config import config_task, read_adapter_config
     from infoprompt.prediction_format import PredictionWriter, output_format
@@ -367,13 +368,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for _ in iter_inputs(args.input, task, **reading):
             pass  # bad data fails before the encoder loads
     model = load_adapter(args.adapter, cache_dir=args.cache_dir, config=config).to(device)
+
+    def render(chunk: Any) -> str:
+        records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
+        return writer.lines(chunk.lines, records, chunk.kept)
+
+    return stream_predictions(args, output, task, reading, writer.header(), render)
+
+
+def stream_predictions(args: argparse.Namespace, output: str, task: Any, reading: dict[str, Any], header: str,
+                       render: Callable[[Any], str]) -> int:
+    """Write ``header``, then ``render(chunk)`` for each chunk of ``args.input`` as it is read (flushed, so memory
+    does not grow with the input), and say how many blank lines were skipped."""
+    from infoprompt.inputs import iter_inputs
+    from infoprompt.io_utils import open_output
+
     skipped = 0
     with open_output(output) as handle:
-        handle.write(writer.header().encode("utf-8"))
+        handle.write(header.encode("utf-8"))
         for chunk in iter_inputs(args.input, task, **reading):
             skipped += chunk.skipped
-            records = predict(model, chunk.rows, args.batch_size, args.precision, chunk.sources)
-            handle.write(writer.lines(chunk.lines, records, chunk.kept).encode("utf-8"))
+            handle.write(render(chunk).encode("utf-8"))
             handle.flush()
     if skipped and not args.quiet:
         print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
@@ -383,7 +398,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def predict_several_adapters(args: argparse.Namespace, output: str, device: object) -> int:
     """``predict`` with several ``--adapter``: one column set per adapter (see :mod:`infoprompt.several_adapters`)."""
     from infoprompt.inputs import iter_inputs
-    from infoprompt.io_utils import open_output
     from infoprompt.prediction_format import PredictionWriter, SeveralPredictionWriter, output_format
     from infoprompt.several_adapters import adapter_names, load_models, predict_several, read_configs
     from infoprompt.tasks import is_multi_label
@@ -402,17 +416,12 @@ def predict_several_adapters(args: argparse.Namespace, output: str, device: obje
     writer = SeveralPredictionWriter(chosen, {name: PredictionWriter(chosen, model.config.labels, top_k=args.top_k,
                                                                       multi_label=is_multi_label(model.task))
                                               for name, model in zip(names, models, strict=True)})
-    skipped = 0
-    with open_output(output) as handle:
-        handle.write(writer.header().encode("utf-8"))
-        for chunk in iter_inputs(args.input, task, **reading):
-            skipped += chunk.skipped
-            records = predict_several(models, chunk.rows, chunk.sources, args.batch_size, args.precision)
-            handle.write(writer.lines(chunk.lines, dict(zip(names, records, strict=True))).encode("utf-8"))
-            handle.flush()
-    if skipped and not args.quiet:
-        print(f"infoprompt: skipped {skipped} blank line(s); each record names its input line", file=sys.stderr)
-    return 0
+
+    def render(chunk: Any) -> str:
+        records = predict_several(models, chunk.rows, chunk.sources, args.batch_size, args.precision)
+        return writer.lines(chunk.lines, dict(zip(names, records, strict=True)))
+
+    return stream_predictions(args, output, task, reading, writer.header(), render)
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ setfit-lora saves (peft's LoRA layout, the head's arrays, settings and config)."
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,10 +187,14 @@ class TopLoraClassifier(SetFitLoraClassifier):
         """Whether this adapter encodes the two texts of a pair apart (its task's template holds two texts)."""
         return self.settings.pair_reading == "separate" and len(Template.parse(self.config.template).fields) == 2
 
+    @functools.cached_property
+    def pair_wrap(self) -> tuple[list[int], list[int]]:
+        """:func:`special_wrap` of the backbone's tokenizer, read once (every pair of every batch splits with it)."""
+        return special_wrap(self.backbone.tokenizer)
+
     def split_pair(self, ids: list[int]) -> tuple[list[int], list[int]]:
         """A joined pair's token ids as the ids of its two texts alone (:func:`split_pair`)."""
-        tokenizer = self.backbone.tokenizer
-        return split_pair(ids, special_wrap(tokenizer), tokenizer.sep_token_id)
+        return split_pair(ids, self.pair_wrap, self.backbone.tokenizer.sep_token_id)
 
     def embed(self, batch: Batch) -> torch.Tensor:
         """The head's features: the normalised sentence embedding, or :func:`pair_features` of a pair read apart."""
