@@ -93,6 +93,22 @@ def test_a_batch_of_every_lora_kind_and_length_predicts_as_each_adapter_alone(ad
     assert len(different) == len(mixed.records)  # the adapters really differ
 
 
+@pytest.mark.parametrize("kind", kinds_with(MIXED_LORA))
+def test_an_adapter_that_keeps_only_its_mixed_parts_predicts_the_same_without_its_module_tree(kind, bert_backbone):
+    """What the server does to every mixing adapter it loads: the peft module tree goes, the LoRA tensors and
+    the head stay, and mixed batches give the same records; the adapter's own forward pass says why it cannot."""
+    rows = [{"sentence": text} for text in TEXTS]
+    sources = [str(i) for i in range(len(TEXTS))]
+    model = random_adapter(bert_backbone, kind, 7)
+    before = predict_mixed([(model, rows, sources)]).records[0]
+    modules = sum(1 for _ in model.modules())
+    kept = mixed_lora.keep_mixed_parts_only(model)
+    assert lora_parts(model) is kept and sum(1 for _ in model.modules()) < modules / 2
+    assert close(predict_mixed([(model, rows, sources)]).records[0], before)
+    with pytest.raises(RuntimeError, match="released for mixed LoRA batches"):
+        predict(model, rows, sources=sources)
+
+
 def count_rows(module: torch.nn.Module, seen: list[int]) -> torch.utils.hooks.RemovableHandle:
     return module.register_forward_hook(lambda _, args, kwargs, out: seen.append(
         (kwargs.get("hidden_states", args[0] if args else None)).shape[0]), with_kwargs=True)

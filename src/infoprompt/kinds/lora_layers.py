@@ -48,6 +48,20 @@ class LoraOptions(KindOptions):
               "and value projections)", type=Rule(module_names, NAME_LIST.parse))
 
 
+class ReleasedEncoder(nn.Module):
+    """Stands where a served adapter's own LoRA encoder was released (see
+    :func:`infoprompt.kinds.mixed_lora.keep_mixed_parts_only`): the adapter predicts only in mixed batches. It
+    keeps the encoder's ``config``, which tokenising code reads (sentence-transformers' ``Transformer.config``)."""
+
+    def __init__(self, config: Any):
+        super().__init__()
+        self.config = config
+
+    def forward(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("this adapter's encoder was released for mixed LoRA batches "
+                           "(infoprompt.kinds.mixed_lora.keep_mixed_parts_only): it predicts only through them")
+
+
 def structure_copy(module: nn.Module) -> nn.Module:
     """A copy of ``module``'s modules that shares every parameter and buffer tensor with it: LoRA layers can be
     injected into the copy while the shared encoder, and every other adapter on it, stays as it is."""

@@ -32,10 +32,16 @@ class LoraParts:
     first_block: int
 
 
+_KEPT: weakref.WeakKeyDictionary[Any, LoraParts] = weakref.WeakKeyDictionary()  # models of keep_mixed_parts_only
+
+
 def lora_parts(model: Any) -> LoraParts | None:
     """``model``'s LoRA as :class:`LoraParts` when its kind mixes (the mixed-lora-batch capability) and every
     LoRA layer is a plain one inside an encoder block (no DoRA, bias, merge or transposed weights); ``None``
     otherwise: such an adapter runs in a lane of its own."""
+    kept = _KEPT.get(model)
+    if kept is not None:
+        return kept
     from peft.tuners.lora import Linear as LoraLinear
     from peft.tuners.lora import LoraLayer
 
@@ -64,6 +70,20 @@ def lora_parts(model: Any) -> LoraParts | None:
     return LoraParts(pairs=pairs, first_block=min(blocks))
 
 
+def keep_mixed_parts_only(model: Any) -> LoraParts:
+    """Make ``model`` (a LoRA adapter that mixes: :func:`lora_parts` not None) an adapter that runs only in
+    mixed batches: its LoRA tensors are kept as :class:`LoraParts` and its own copy of the encoder's module tree
+    (peft's wrappers around the backbone's layers: about 0.6–1.2 MiB of Python objects per MiniLM adapter, more
+    than its weights) is released. A server that mixes every such adapter holds only weights per adapter; the
+    model can no longer run its own forward pass or be saved."""
+    parts = lora_parts(model)
+    if parts is None:
+        raise ValueError(f"{type(model).__name__} is no LoRA adapter that runs in mixed batches")
+    model.release_lora_encoder()
+    _KEPT[model] = parts
+    return parts
+
+
 class RoutedLinear(nn.Module):
     """A frozen linear layer of the shared encoder plus, per row, that row's LoRA update ``B_i (A_i x)``: the
     A and B of each row are gathered from stacks of the batch's adapters (``route``), so that every row of the
@@ -79,7 +99,10 @@ class RoutedLinear(nn.Module):
         if self.route is None:
             return out
         a, b = self.route
-        return out.baddbmm(torch.bmm(x, a.transpose(1, 2)), b.transpose(1, 2))
+        low = torch.bmm(x, a.transpose(1, 2))
+        if torch.is_grad_enabled():
+            return out.baddbmm(low, b.transpose(1, 2))
+        return out.baddbmm_(low, b.transpose(1, 2))  # ``out`` is this call's own tensor: no copy of (B, T, out)
 
 
 class MixedLoraEncoder:

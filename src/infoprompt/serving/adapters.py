@@ -132,6 +132,14 @@ def lora_group(model: Any) -> Hashable | None:
     return ("lora", id(model.backbone)) if lora_parts(model) is not None else None
 
 
+def keep_mixed_parts_only(model: Any) -> None:
+    """Release a mixing LoRA adapter's own encoder module tree; it is served only in mixed lanes
+    (:func:`infoprompt.kinds.mixed_lora.keep_mixed_parts_only`)."""
+    from infoprompt.kinds.mixed_lora import keep_mixed_parts_only as keep_parts
+
+    keep_parts(model)
+
+
 def predict_mixed(requests: Sequence[tuple[Any, Sequence[dict[str, str]], Sequence[str]]]) -> tuple[list[Any], int]:
     """Each request's records (a LoRA adapter of one :func:`lora_group`, its rows and their sources), as
     :func:`predict` gives them alone, computed in one mixed batch; and the number of distinct inputs the

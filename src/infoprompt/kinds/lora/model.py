@@ -9,7 +9,7 @@ from torch import nn
 from infoprompt.backbones import Backbone
 from infoprompt.kinds.common import BaselineModel
 from infoprompt.kinds.config import ClassifierConfig
-from infoprompt.kinds.lora_layers import LoraOptions, lora_encoder
+from infoprompt.kinds.lora_layers import LoraOptions, ReleasedEncoder, lora_encoder
 from infoprompt.kinds.readouts import mean_pool
 from infoprompt.templates import Batch
 
@@ -45,6 +45,12 @@ class LoraClassifier(BaselineModel):
         states = self.lora_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         features = mean_pool(states, batch.attention_mask)
         return self.head(features), features, None
+
+    def release_lora_encoder(self) -> None:
+        """Drop this adapter's peft module tree around the backbone (see
+        :func:`infoprompt.kinds.mixed_lora.keep_mixed_parts_only`, which keeps its LoRA tensors first); the head
+        stays, so :meth:`readout_logits` still runs."""
+        self.lora_model = ReleasedEncoder(self.backbone.model.config)
 
     def readout_logits(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The logits ``forward`` gives from the LoRA encoder's last hidden states (a mixed batch's, see

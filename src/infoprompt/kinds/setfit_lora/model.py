@@ -15,7 +15,7 @@ from infoprompt.errors import UserError
 from infoprompt.io_utils import ADAPTER_CONFIG_NAME, adapter_config_file, replaced_directory
 from infoprompt.kinds.common import save_peft
 from infoprompt.kinds.config import ClassifierConfig, read_weights
-from infoprompt.kinds.lora_layers import LAYER_SETS, lora_config, with_lora
+from infoprompt.kinds.lora_layers import LAYER_SETS, ReleasedEncoder, lora_config, with_lora
 from infoprompt.kinds.setfit import (
     HEAD_ATTRIBUTES,
     HEAD_FILE,
@@ -102,6 +102,12 @@ class SetFitLoraClassifier(SetFitClassifier):
     def lora_model(self) -> Any:
         """The peft model the body runs (sentence-transformers' ``auto_model`` may hide the wrapper)."""
         return self.body[0].model
+
+    def release_lora_encoder(self) -> None:
+        """Drop this adapter's peft module tree around the backbone (see
+        :func:`infoprompt.kinds.mixed_lora.keep_mixed_parts_only`, which keeps its LoRA tensors first); the
+        tokenizer, pooling and head stay, so :meth:`readout_logits` still runs."""
+        self.body[0].model = ReleasedEncoder(self.backbone.model.config)
 
     def readout_logits(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The log-probabilities ``forward`` gives from the LoRA encoder's last hidden states (a mixed batch's,
