@@ -218,11 +218,22 @@ def test_a_new_kinds_own_option_is_a_flag_checked_saved_and_refused_elsewhere(du
     one = infoprompt.load_adapter(tmp_path / "two")
     assert isinstance(one.config.options, dummy_kind.CentroidOptions) and one.config.options.centroid_scale == 2.0
     for bad, words in ((["--method", "centroid", "--centroid-scale", "0"], "centroid-scale"),
-                       (["--method", "centroid", "--beta", "0.1"], "--beta: not an option of method centroid (kind centroid)"),
-                       (["--method", "centroid", "--epochs", "2"], "--epochs: not an option of method centroid (kind centroid)"),
+                       (["--method", "centroid", "--beta", "0.1"], "method centroid (kind centroid) has no option --beta"),
+                       (["--method", "centroid", "--epochs", "2"], "method centroid (kind centroid) has no option --epochs"),
                        (["--method", "linear-probe", "--centroid-scale", "2"], "(kind linear-probe)")):
         capsys.readouterr()
         assert main([*train, *bad, "--out", str(tmp_path / "x")]) == 2
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and words in error[0], error
         assert not (tmp_path / "x").exists()
+
+
+def test_no_function_in_the_package_is_over_80_lines():
+    """A function reads in one screen (the house rule; the training loop is nanoGPT's size)."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} "
+                            f"({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long

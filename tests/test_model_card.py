@@ -15,11 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import infoprompt.model_card as model_card
+import infoprompt.kinds.model_card as model_card
 from infoprompt import Classifier
 from infoprompt.cli import main
 from infoprompt.io_utils import CARD_NAME
-from infoprompt.model_card import EXAMPLE_TEXTS, PLACEHOLDER_TEXTS, code, fenced, visible
+from infoprompt.kinds.model_card import EXAMPLE_TEXTS, PLACEHOLDER_TEXTS, code, fenced, visible
 
 markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py parses the cards")
 

@@ -14,7 +14,7 @@ import torch
 
 from infoprompt.cli import main
 from infoprompt.kinds import native_snippet
-from infoprompt.model_card import EXAMPLE_TEXTS
+from infoprompt.kinds.model_card import EXAMPLE_TEXTS
 from infoprompt.pipeline import RunSpec, build_classifier
 from infoprompt.tasks import Example
 from infoprompt.training import encode_examples, predict_encoded

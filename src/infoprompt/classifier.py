@@ -190,7 +190,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
         own probability (rows need not sum to 1).
         """
         from infoprompt.kinds import make_classifier, train
-        from infoprompt.model_card import card_examples
+        from infoprompt.kinds.model_card import card_examples
         from infoprompt.pipeline import label_counts
         from infoprompt.tasks.user_task import user_task
         from infoprompt.threads import use_threads
@@ -297,7 +297,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
         replaces only a saved adapter (as ``infoprompt train`` refuses an existing run directory without
         ``--overwrite``)."""
         from infoprompt.io_utils import atomic_write_json, staged_save_directory
-        from infoprompt.model_card import CardFacts, card_facts, given_path
+        from infoprompt.kinds.model_card import CardFacts, card_facts, given_path
 
         model = self._fitted()
         values = [_json_value(label) for label in self.classes_.tolist()]
@@ -373,7 +373,7 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     from infoprompt.kinds.config import ClassifierConfig
     from infoprompt.kinds.registry import KINDS, kind_of
     from infoprompt.tasks.user_task import check_task_name
-    from infoprompt.training.config import COMMON_TRAINING, TrainConfig
+    from infoprompt.training.config import TrainConfig
     from infoprompt.validation import nonnegative_int, positive_int
 
     if not isinstance(method, str):
@@ -386,17 +386,12 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
     task_name = options.pop("task_name", None)
     task_name = TASK_NAME if task_name is None else check_task_name(task_name, "task_name")
     shared = {f.name for f in dataclasses.fields(ClassifierConfig)} - _MANAGED
-    model_fields = shared | set(kind.own_options())
     train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
     anywhere = shared | train_fields | {name for other in KINDS.values() for name in other.own_options()}
     unknown = sorted(set(options) - anywhere)
     if unknown:
-        raise UserError(f"unknown Classifier option(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(sorted(model_fields | train_fields | {'seed', 'threads', 'task_name'}))}")
-    foreign = sorted(name for name in options if name not in model_fields and name not in COMMON_TRAINING
-                     and (name not in train_fields or name not in kind.training_options))
-    if foreign:
-        raise UserError(kind.lacking(method, foreign))
+        known = shared | set(kind.own_options()) | train_fields | {"seed", "threads", "task_name"}
+        raise UserError(f"unknown Classifier option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     # An option is an attribute of the classifier: one named like a method of it would hide that method.
     clashes = sorted(name for name in options if hasattr(Classifier, name))
     if clashes:
@@ -404,10 +399,9 @@ def _settings(method: str, seed: Any, threads: Any, options: dict[str, Any]) -> 
                         "attributes and cannot be set here; train through infoprompt.train instead")
     seed = nonnegative_int(seed, "seed")
     threads = None if threads is None else positive_int(threads, "threads")
-    model_options = {name: value for name, value in options.items() if name in model_fields}
-    # A training field that is also an option of the kind (top-lora's epochs) is the option.
-    train_options = {name: value for name, value in options.items()
-                     if name in train_fields and name not in model_fields}
+    kind_options, train_options = kind.split(method, {name: value for name, value in options.items()
+                                                      if name not in shared})
+    model_options = {**{name: value for name, value in options.items() if name in shared}, **kind_options}
     if train_options.get("progress", True) is None:
         del train_options["progress"]  # None is the default: decided where the output goes, at each call
     TrainConfig(seed=seed, **train_options)  # bad values fail here, not at fit

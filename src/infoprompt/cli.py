@@ -34,7 +34,7 @@ from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
-from infoprompt.train_flags import kind_flags, model_flags, training_flag_names, training_flags
+from infoprompt.train_flags import kind_flags, model_flags, training_flags
 
 DEFAULT_SHOTS = 64
 DEFAULT_PROMPTS = 4  # --n-prompts for a kind with prompts, when not given
@@ -99,66 +99,38 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                         help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
 
 
-def kind_training_flags(args: argparse.Namespace) -> set[str]:
-    """The training flags that set an option of the method's kind rather than the training config (top-lora's
-    ``--epochs``: its own epoch count)."""
-    from infoprompt.kinds import kind_of
-
-    return training_flag_names() & set(kind_of(args.method).own_options())
-
-
-def kind_options(args: argparse.Namespace) -> dict[str, object]:
-    """The kind options the command line set (``--n-prompts`` included, and the training flags that set an option
-    of the method's kind)."""
+def flag_name(name: str) -> str:
+    """The flag of an option or training field, as ``infoprompt train --help`` shows it (``--no-feature-cache``)."""
     from infoprompt.training.config import TrainConfig
 
-    routed = kind_training_flags(args)
-    given = {name: value for name, value in config_overrides(args, TrainConfig).items() if name in routed}
-    return {**flag_values(args, [(name, spec) for name, (spec, _) in kind_flags().items()]), **given}
+    specs = {**{name: spec for name, (spec, _) in kind_flags().items()}, **dict(command_line_fields(TrainConfig))}
+    return specs[name].flag(name) if name in specs else f"--{name.replace('_', '-')}"
+
+
+def split_flags(args: argparse.Namespace) -> tuple[dict[str, object], dict[str, object]]:
+    """The kind options (``--n-prompts`` included) and the training fields the command line set, split by the
+    method's kind (:meth:`~infoprompt.kinds.registry.Kind.split`, which refuses the flags the kind lacks)."""
+    from infoprompt.kinds import kind_of
+    from infoprompt.training.config import TrainConfig
+
+    given = {**config_overrides(args, TrainConfig),
+             **flag_values(args, [(name, spec) for name, (spec, _) in kind_flags().items()])}
+    return kind_of(args.method).split(args.method, given, shown=flag_name)
 
 
 def classifier_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The shared config fields and kind options the command line set, but the prompt count (a run's axis)."""
     from infoprompt.kinds.config import ClassifierConfig
 
-    options = {name: value for name, value in kind_options(args).items() if name != "n_prompts"}
+    options = {name: value for name, value in split_flags(args)[0].items() if name != "n_prompts"}
     return {**config_overrides(args, ClassifierConfig), **options}
-
-
-def training_overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The training config fields the command line set (less those that set an option of the method's kind)."""
-    from infoprompt.training.config import TrainConfig
-
-    routed = kind_training_flags(args)
-    return {name: value for name, value in config_overrides(args, TrainConfig).items() if name not in routed}
 
 
 def training_config(args: argparse.Namespace, seed: int):
     from infoprompt.training.config import TrainConfig
 
     return TrainConfig(seed=seed, progress=not args.quiet, device=args.device, precision=args.precision,
-                       **training_overrides(args))
-
-
-def refuse_foreign_flags(args: argparse.Namespace) -> None:
-    """One line naming the method's kind when the command line sets an option that kind does not have, or a
-    training option its fit does not read (``--epochs`` for SetFit, which runs its own schedule)."""
-    from infoprompt.kinds import kind_of
-    from infoprompt.training.config import COMMON_TRAINING, TrainConfig
-
-    kind = kind_of(args.method)
-    flags = {name: spec for name, (spec, _) in kind_flags().items()}
-    training = dict(command_line_fields(TrainConfig))
-    flags.update({name: training[name] for name in kind_training_flags(args)})
-    foreign = [flags[name].flag(name) for name in kind_options(args) if name not in kind.own_options()]
-    unread = [training[name].flag(name) for name in training_overrides(args)
-              if name not in COMMON_TRAINING and name not in kind.training_options]
-    if not foreign and not unread:
-        return
-    own = [flags[name].flag(name) for name in kind.own_options() if name in flags]
-    read = [spec.flag(name) for name, spec in training.items() if name in kind.training_options and name not in flags]
-    raise UserError(f"{', '.join(foreign + unread)}: not an option of method {args.method} (kind {kind.name}); its "
-                    f"options: {', '.join(own + read) or 'none'}")
+                       **split_flags(args)[1])
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -168,7 +140,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from infoprompt.training.runtime import process_state
 
     check_tracking_flags(args.track, args.tracking_uri, args.tracking_experiment, args.register_model)
-    refuse_foreign_flags(args)
+    split_flags(args)  # a flag the method's kind lacks is refused before anything loads
     use_threads(args.threads)
     shots = args.shots
     if shots is SHOTS_UNSET:

@@ -27,7 +27,7 @@ from infoprompt.io_utils import (
 )
 from infoprompt.kinds import kind_of, make_classifier
 from infoprompt.kinds.config import ClassifierConfig
-from infoprompt.model_card import CardFacts, card_examples, card_facts, given_path
+from infoprompt.kinds.model_card import CardFacts, card_examples, card_facts, given_path
 from infoprompt.tasks import (
     Example,
     FileColumns,

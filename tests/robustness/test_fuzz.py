@@ -23,7 +23,7 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 from robust_helpers import TRAIN_ARGS, listing, run_cli
 
-from infoprompt.cli import build_parser, classifier_overrides, kind_options, training_config
+from infoprompt.cli import build_parser, classifier_overrides, split_flags, training_config
 from infoprompt.errors import UserError
 from infoprompt.experiments.grid import cells_from_config, load_cells
 from infoprompt.experiments.store import CLAIM_GRACE_S, claim_path, write_record
@@ -196,7 +196,7 @@ def test_train_options_parse_into_valid_configs_or_one_line(values):
     try:
         training_config(parsed, parsed.seed)
         ClassifierConfig.create(task="sst2", method="infoprompt", backbone="minilm",
-                                **{**classifier_overrides(parsed), **kind_options(parsed)})
+                                **{**classifier_overrides(parsed), **split_flags(parsed)[0]})
     except UserError:
         pass  # values valid alone but not together
 

@@ -147,7 +147,7 @@ def add_sweep_file_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
-    from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE, POSITIVE_FLOAT, parse_shots
+    from infoprompt.options import COUNT, POSITIVE, parse_shots
     from infoprompt.tracking import add_tracking_options
 
     sweep = subparsers.add_parser(
@@ -170,8 +170,9 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--n-prompts", type=_ints, help="e.g. 1,4")
     sweep.add_argument("--seeds", type=_ints, help="e.g. 1,2,3")
     sweep.add_argument("--backbone", help="minilm, mpnet, a Hugging Face id or a local path")
-    sweep.add_argument("--epochs", type=POSITIVE, help="replace the grid's epochs")
-    sweep.add_argument("--batch-size", type=POSITIVE, help="replace the grid's batch size")
+    sweep.add_argument("--epochs", type=POSITIVE, help="replace the grid's epochs, in every cell whose method has "
+                                                     "them (top-lora's are its own); refused when no cell's has")
+    sweep.add_argument("--batch-size", type=POSITIVE, help="replace the grid's batch size, as --epochs")
     sweep.add_argument("--max-steps", type=POSITIVE, help="stop each cell's training after this many steps")
     sweep.add_argument("--eval-every-epochs", type=COUNT, help="periodic evaluations (0: only the final one)")
     sweep.add_argument("--no-feature-cache", action="store_true", help="recompute the no-prompt pass every step")
@@ -191,6 +192,15 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--cache-dir", help="where packaged backbones are extracted")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     add_sweep_file_options(sweep)
+    add_backend_options(sweep)
+    add_tracking_options(sweep)
+    sweep.set_defaults(handler=cmd_sweep)
+    add_report_command(subparsers)
+
+
+def add_backend_options(sweep: argparse.ArgumentParser) -> None:
+    from infoprompt.options import COUNT, NON_NEGATIVE, POSITIVE_FLOAT
+
     ray = sweep.add_argument_group("backend")
     ray.add_argument("--backend", choices=("local", "ray"), default="local",
                      help="local: cells run in this process (default); ray: each cell is a Ray task")
@@ -202,8 +212,10 @@ def add_experiment_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="Ray: restarts of a cell whose worker died before it is recorded as failed (default 3)")
     ray.add_argument("--verbose", action="store_true",
                      help="Ray: show Ray's own log lines (its C++ core's and its logger's; hidden by default)")
-    add_tracking_options(sweep)
-    sweep.set_defaults(handler=cmd_sweep)
+
+
+def add_report_command(subparsers: argparse._SubParsersAction) -> None:
+    from infoprompt.options import COUNT
 
     report = subparsers.add_parser(
         "report", help="Markdown + CSV tables (mean ± std over seeds) from a results directory",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from infoprompt.errors import UserError
 from infoprompt.gate import MAX_CONFIG_BYTES, parse_toml, parse_yaml
 from infoprompt.io_utils import read_lines
 from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
-from infoprompt.kinds.registry import KINDS, get_method
+from infoprompt.kinds.registry import KINDS, get_method, kind_of
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import FileColumns, check_eval_labels, get_task, read_labelled_file, task_from_file
 from infoprompt.tasks.sampling import ALLOCATIONS
@@ -148,7 +149,11 @@ class Cell:
         return (self.task, self.method, -1 if self.shots is None else self.shots, self.n_prompts, self.seed)
 
     def run_spec(self) -> RunSpec:
-        training = TrainConfig(**{**self.training, "seed": self.seed, "progress": False})
+        # The grid's training values that this cell's kind reads, split as `infoprompt train` splits its flags
+        # (top-lora's epochs are its own option); the others belong to the grid's other methods.
+        kind = kind_of(self.method)
+        options, read = kind.split(self.method, {k: v for k, v in self.training.items() if kind.reads(k)})
+        training = TrainConfig(**{**read, "seed": self.seed, "progress": False})
         data: dict[str, Any] = {"task": self.task}
         if self.files is not None:
             columns = self.files.columns
@@ -158,8 +163,8 @@ class Cell:
                     "multi_label": columns.multi_label}
         return RunSpec(
             method=self.method, shots=self.shots, n_prompts=self.n_prompts, seed=self.seed,
-            backbone=self.backbone, data_dir=self.data_dir, source=self.source, classifier=dict(self.classifier),
-            training=training, cache_dir=self.cache_dir, sampling=self.sampling, **data,
+            backbone=self.backbone, data_dir=self.data_dir, source=self.source,
+            classifier={**options, **self.classifier}, training=training, cache_dir=self.cache_dir, sampling=self.sampling, **data,
         )
 
 
@@ -414,12 +419,39 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
                         f"inherits: give each block its own list)") if inherited else ""
                 raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings"
                                          f"{hint}")
+    _refuse_unread_training(list(cells), where, setting_flags.get("training", {}))
     unmatched = _unmatched_flags(list(cells), wanted)
     if not cells:
         raise _fail(where, f"the flags select no cell of this grid ({' '.join(unmatched)})")
     if unmatched:
         raise _fail(where, f"no cell of this grid has {', '.join(unmatched)} among those the other flags select")
     return sorted(cells, key=Cell.sort_key)
+
+
+def _flag_of(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable[str]) -> None:
+    """A training value applies to every cell whose method reads it. One that no cell of the sweep reads is
+    refused when a flag gave it (``--epochs`` on SetFit cells only), as ``infoprompt train`` refuses it; from the
+    grid file it is a warning (grids written before this check name such values, and their records' settings
+    hashes keep them)."""
+    flagged = set(flagged)
+    for name in sorted({name for cell in cells for name in cell.training}):
+        setting = [cell for cell in cells if name in cell.training]
+        if any(kind_of(cell.method).reads(name) for cell in setting):
+            continue
+        method = setting[0].method
+        try:
+            kind_of(method).split(method, {name: setting[0].training[name]},
+                                  shown=_flag_of if name in flagged else str)
+        except UserError as error:
+            if name in flagged:
+                raise _fail(where, str(error)) from None
+            methods = ", ".join(sorted({cell.method for cell in setting}))
+            print(f"infoprompt: warning: {where}: training.{name} is read by none of the methods it is set for "
+                  f"({methods}); it changes nothing", file=sys.stderr)
 
 
 def read_grid_file(path: str | Path) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from infoprompt.kinds.config import (
     config_task,
     read_weights,
 )
+from infoprompt.kinds.model_card import peft_pointer, write_model_card
 from infoprompt.kinds.registry import get_method
-from infoprompt.model_card import peft_pointer, write_model_card
 from infoprompt.tasks import TaskSpec
 from infoprompt.templates import Batch, Template, TemplateEncoder
 from infoprompt.training.config import TrainConfig
@@ -170,7 +170,7 @@ class BaselineModel(AdapterModel):
 def write_adapter(directory: Path, state: dict[str, torch.Tensor] | None, config: ClassifierConfig) -> None:
     """Write ``adapter_model.safetensors`` (when ``state`` is given) and ``infoprompt_adapter.json`` atomically,
     then the model card (``README.md``), which describes every file written before it, with what an enclosing
-    :func:`~infoprompt.model_card.card_facts` tells it: every kind's save ends here, so a save writes one card."""
+    :func:`~infoprompt.kinds.model_card.card_facts` tells it: every kind's save ends here, so a save writes one card."""
     directory.mkdir(parents=True, exist_ok=True)
     if state is not None:
         write_safetensors(directory / WEIGHTS_NAME, state, FORMAT_VERSION)

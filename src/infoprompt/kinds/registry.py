@@ -24,7 +24,7 @@ from typing import Any
 from infoprompt.errors import UserError
 from infoprompt.kinds.options import KindOptions
 from infoprompt.suggest import unknown_name
-from infoprompt.training.config import ENGINE_TRAINING
+from infoprompt.training.config import COMMON_TRAINING, ENGINE_TRAINING
 from infoprompt.training.contract import FitFunction
 
 # What a kind can do beyond training and predicting; a kind lists those it has in ``Kind.capabilities``.
@@ -97,7 +97,7 @@ class Method:
 
 @dataclass(frozen=True)
 class CardText:
-    """What an adapter's model card says of its kind beyond what every card says (``infoprompt.model_card``).
+    """What an adapter's model card says of its kind beyond what every card says (``infoprompt.kinds.model_card``).
 
     Attributes:
         computes: ``computes(config, directory, base)``: how the adapter predicts, in words a reader without
@@ -172,10 +172,33 @@ class Kind:
         fixed = self.options.preset_names()
         return tuple(name for name in self.options.names() if name not in fixed)
 
-    def lacking(self, method: str, names: Collection[str]) -> str:
-        """The one-line error for options ``names`` that this kind does not have."""
-        own = ", ".join(self.own_options()) or "none of its own"
+    def lacking(self, method: str, names: Collection[str], known: Collection[str] | None = None) -> str:
+        """The one-line error for options ``names`` that this kind does not have (``known``: what it has, as the
+        face that refuses them names it; default its own options)."""
+        own = ", ".join(self.own_options() if known is None else known) or "none of its own"
         return f"method {method} (kind {self.name}) has no option {', '.join(names)}; its options: {own}"
+
+    def reads(self, name: str) -> bool:
+        """Whether a run of this kind reads the option or training field ``name`` (:meth:`split` takes it)."""
+        return name in self.own_options() or (name in ENGINE_TRAINING
+                                              and (name in COMMON_TRAINING or name in self.training_options))
+
+    def split(self, method: str, settings: Mapping[str, object],
+              shown: Callable[[str], str] = str) -> tuple[dict[str, object], dict[str, object]]:
+        """The one splitter every face calls (``infoprompt train`` and ``sweep``, grids, :class:`Classifier`):
+        ``settings``, option and training names as a user gave them in one flat mapping, as the kind's options
+        and the :class:`~infoprompt.training.TrainConfig` fields its fit reads. A name that is both (top-lora's
+        ``epochs``: its own epoch count) is the kind's option. Any other name is refused in one line that names
+        the method, the kind and what it has; ``shown`` writes a name as the face calls it (``--epochs``)."""
+        own = set(self.own_options())
+        options = {name: value for name, value in settings.items() if name in own}
+        training = {name: value for name, value in settings.items() if name not in own and self.reads(name)}
+        foreign = [name for name in settings if name not in options and name not in training]
+        if foreign:
+            read = sorted(self.training_options - COMMON_TRAINING - own - {"seed"})
+            raise UserError(self.lacking(method, [shown(name) for name in foreign],
+                                         [shown(name) for name in (*self.own_options(), *read)]))
+        return options, training
 
     def options_for(self, preset: Method, overrides: Mapping[str, object]) -> KindOptions:
         """The method's preset with a run's ``overrides`` (option name -> value), checked; an option the kind

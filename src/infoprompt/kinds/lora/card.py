@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infoprompt.kinds.model_card import linear_head_text
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import linear_head_text
 
 
 def computes(config: Any, directory: Path, base: str) -> str:

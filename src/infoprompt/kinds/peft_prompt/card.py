@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from infoprompt.kinds.model_card import PEFT_DIR, snippet_head
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import PEFT_DIR, snippet_head
 
 PEFT_SNIPPET = """\
 import torch

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from infoprompt.kinds.model_card import logistic_head_text, snippet_head
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import logistic_head_text, snippet_head
 
 SETFIT_SNIPPET = """\
 import json

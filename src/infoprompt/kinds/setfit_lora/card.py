@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from infoprompt.kinds.model_card import PEFT_DIR, code, linear_head_code, logistic_head_text, snippet_head
 from infoprompt.kinds.registry import CardText
-from infoprompt.model_card import PEFT_DIR, code, linear_head_code, logistic_head_text, snippet_head
 
 LORA_SNIPPET = """\
 import json
