@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -237,3 +240,27 @@ def test_no_function_in_the_package_is_over_80_lines():
                 long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} "
                             f"({node.end_lineno - node.lineno + 1} lines)")
     assert not long, long
+
+
+def test_eval_plots_import_no_research_module(tmp_path):
+    """``eval --plots`` draws its confusion matrix with the shared figure helpers (infoprompt.figures): of the
+    research packages (analysis, experiments, theory) only their command-line parsers load with the CLI."""
+    code = ("import sys\nimport infoprompt.cli\nfrom infoprompt.eval_report import plot_confusion\n"
+            f"plot_confusion({{'labels': ['a', 'b'], 'matrix': [[1, 2], [0, 3]]}}, {str(tmp_path / 'c.png')!r}, 't')\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['infoprompt', 'analysis'], ['infoprompt', 'experiments'], ['infoprompt', 'theory']))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert (tmp_path / "c.png").stat().st_size > 0
+    assert sorted(loaded) == sorted(f"infoprompt.{package}{part}" for package in ("analysis", "experiments", "theory")
+                                    for part in ("", ".cli")), loaded
+
+
+def test_the_layout_map_in_the_guide_names_every_module_of_the_package_root_and_of_kinds():
+    guide = (PACKAGE.parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    layout = guide[guide.index("### Layout"):]
+    layout = layout[:layout.index("tests/  benchmarks/  docs/")]
+    named = set(re.findall(r"[A-Za-z_][\w]*(?:\.py|\.json|/)", layout))
+    present = {path.name + ("/" if path.is_dir() else "") for folder in (PACKAGE, PACKAGE / "kinds")
+               for path in folder.iterdir() if not path.name.startswith("__")
+               and (path.suffix in (".py", ".json") or (path / "__init__.py").exists())}
+    assert not present - named, f"docs/guide.md's layout map lacks {sorted(present - named)}"

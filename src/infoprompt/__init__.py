@@ -1,4 +1,6 @@
-"""InfoPrompt: information-theoretic soft prompt tuning of frozen encoders."""
+"""infoprompt: few-shot text classification with adapters of a few megabytes on one frozen encoder (train,
+evaluate, predict, serve many on one encoder), and the reproduction of InfoPrompt (NeurIPS 2023) and the
+prompt-tuning methods it is compared with."""
 
 from __future__ import annotations
 

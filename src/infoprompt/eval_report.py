@@ -62,7 +62,7 @@ def plot_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: 
 
     Labels and the title are user text, drawn as they are: ``$``, ``\\``, ``^`` and ``_`` never start mathtext
     (a label ``$\\frac$`` would be a parse error), and TeX is never used."""
-    from infoprompt.analysis.plotting import literal_text
+    from infoprompt.figures import literal_text
 
     with literal_text():
         _draw_confusion(matrix, path, title)
@@ -71,7 +71,7 @@ def plot_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: 
 def _draw_confusion(matrix: dict[str, Any], path: str | os.PathLike[str], title: str) -> None:
     import numpy as np
 
-    from infoprompt.analysis.plotting import drawable, new_figure, save_png
+    from infoprompt.figures import drawable, new_figure, save_png
 
     labels, counts = [drawable(label) for label in matrix["labels"]], np.asarray(matrix["matrix"], dtype=float)
     title = drawable(title)

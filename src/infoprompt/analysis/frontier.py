@@ -80,7 +80,8 @@ def human_bytes(n: int) -> str:
 
 
 def draw(points: Sequence[FrontierPoint], title: str, note: str, out: Path) -> None:
-    from infoprompt.analysis.plotting import PALETTE, footer, new_figure, save_png
+    from infoprompt.analysis.plotting import PALETTE
+    from infoprompt.figures import footer, new_figure, save_png
 
     figure = new_figure(7.5, 4.8)
     axes = figure.add_subplot()

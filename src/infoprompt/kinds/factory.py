@@ -19,7 +19,7 @@ _NAMED = {"task", "task_spec", "method", "backbone", "options", "n_prompts", "in
 
 
 def make_classifier(
-    backbone: Backbone, task: str | TaskSpec, method: str = "infoprompt", n_prompts: int = 4, seed: int = 0, **options: object
+    backbone: Backbone, task: str | TaskSpec, method: str, n_prompts: int = 4, seed: int = 0, **options: object
 ) -> Any:
     """A fresh model of ``method`` (any row of ``infoprompt methods``) for ``task`` on ``backbone``.
 
