@@ -82,7 +82,10 @@ def test_a_grid_value_some_methods_read_applies_to_those_and_one_none_read_is_a_
     assert specs["top-lora"].classifier["epochs"] == 3 and "epochs" not in specs["setfit"].classifier
     assert capsys.readouterr().err == ""
     cells_from_config({"tasks": ["sst2"], "methods": ["setfit"], "seeds": [1], "training": {"epochs": 3}}, "grid")
-    assert "training.epochs is read by none of the methods it is set for (setfit)" in capsys.readouterr().err
+    assert "training.epochs is read by none of the grid's methods (setfit)" in capsys.readouterr().err
+    cells_from_config({"tasks": ["sst2"], "methods": ["setfit", "top-lora"], "seeds": [1], "training": {"epochs": 3}},
+                      "grid", overrides={"methods": ["setfit"]})
+    assert capsys.readouterr().err == ""  # meant for the grid's other method, which --methods left out
     with pytest.raises(UserError, match=r"method setfit \(kind setfit\) has no option --epochs"):
         cells_from_config({"tasks": ["sst2"], "methods": ["setfit", "linear-probe"], "seeds": [1]}, "grid",
                           overrides={"training": {"epochs": 3}})

@@ -15,7 +15,7 @@ from infoprompt.errors import UserError
 from infoprompt.gate import MAX_CONFIG_BYTES, parse_toml, parse_yaml
 from infoprompt.io_utils import read_lines
 from infoprompt.kinds.config import SET_BY_CALLER, ClassifierConfig
-from infoprompt.kinds.registry import KINDS, get_method, kind_of
+from infoprompt.kinds.registry import KINDS, METHODS, get_method, kind_of
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import FileColumns, check_eval_labels, get_task, read_labelled_file, task_from_file
 from infoprompt.tasks.sampling import ALLOCATIONS
@@ -419,7 +419,9 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
                         f"inherits: give each block its own list)") if inherited else ""
                 raise _fail(block_where, f"cell {cell.id} is also defined by an earlier block with other settings"
                                          f"{hint}")
-    _refuse_unread_training(list(cells), where, setting_flags.get("training", {}))
+    named = [m for block in (config, *(b for b in blocks if isinstance(b, dict))) for m in block.get("methods") or []
+             if isinstance(m, str) and m in METHODS]
+    _refuse_unread_training(list(cells), where, setting_flags.get("training", {}), named)
     unmatched = _unmatched_flags(list(cells), wanted)
     if not cells:
         raise _fail(where, f"the flags select no cell of this grid ({' '.join(unmatched)})")
@@ -432,15 +434,21 @@ def _flag_of(name: str) -> str:
     return f"--{name.replace('_', '-')}"
 
 
-def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable[str]) -> None:
-    """A training value applies to every cell whose method reads it. One that no cell of the sweep reads is
-    refused when a flag gave it (``--epochs`` on SetFit cells only), as ``infoprompt train`` refuses it; from the
-    grid file it is a warning (grids written before this check name such values, and their records' settings
-    hashes keep them)."""
+def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable[str],
+                            grid_methods: Sequence[str]) -> None:
+    """A training value applies to every cell whose method reads it. One that no selected cell reads is refused
+    when a flag gave it (``--epochs`` on SetFit cells only), as ``infoprompt train`` refuses it. One from the
+    grid file that no method the file names reads is a warning (grids written before this check name such
+    values, and their records' settings hashes keep them); the methods the flags leave out count, so that
+    ``--methods`` on a grid never warns about the values meant for its other methods."""
     flagged = set(flagged)
+    readers = {*grid_methods, *(cell.method for cell in cells)}
     for name in sorted({name for cell in cells for name in cell.training}):
         setting = [cell for cell in cells if name in cell.training]
-        if any(kind_of(cell.method).reads(name) for cell in setting):
+        if name not in flagged and not grid_methods:
+            continue  # a grid file that names no method sets values for whichever methods the flags pick
+        methods = [cell.method for cell in setting] if name in flagged else sorted(readers)
+        if any(kind_of(method).reads(name) for method in methods):
             continue
         method = setting[0].method
         try:
@@ -449,9 +457,8 @@ def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable
         except UserError as error:
             if name in flagged:
                 raise _fail(where, str(error)) from None
-            methods = ", ".join(sorted({cell.method for cell in setting}))
-            print(f"infoprompt: warning: {where}: training.{name} is read by none of the methods it is set for "
-                  f"({methods}); it changes nothing", file=sys.stderr)
+            print(f"infoprompt: warning: {where}: training.{name} is read by none of the grid's methods "
+                  f"({', '.join(sorted(readers))}); it changes nothing", file=sys.stderr)
 
 
 def read_grid_file(path: str | Path) -> dict[str, Any]:
