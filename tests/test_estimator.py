@@ -90,7 +90,7 @@ def test_set_params_checks_like_the_constructor_and_changes_nothing_on_error(ber
 
 
 def test_repr_shows_the_method_the_backbone_and_what_differs_from_the_defaults(bert_backbone):
-    assert repr(Classifier(max_steps=3)) == "Classifier(method='setfit-lora-all', backbone='minilm', max_steps=3)"
+    assert repr(Classifier(max_steps=3)) == "Classifier(method='top-lora-siamese', backbone='minilm', max_steps=3)"
     assert repr(Classifier("linear-probe", seed=2, threads=1)) == \
         "Classifier(method='linear-probe', backbone='minilm', seed=2, threads=1)"
     # A loaded backbone shows by its name, in one line, not as its encoder's modules.

@@ -47,9 +47,11 @@ def test_the_readme_names_the_recommended_method_and_its_numbers_come_from_the_r
     text = README.read_text(encoding="utf-8")
     row = next(line for line in text.splitlines() if "recommended default" in line)
     assert f"`{RECOMMENDED_METHOD}`" in row
-    cells = (ROOT / "results" / "top-lora-mpnet" / "report" / "cells.csv").read_text(encoding="utf-8").splitlines()
+    # the MPNet 64-shot GLUE cells of the users' benchmark, whose report reads the older MPNet grids beside it
+    cells = (ROOT / "results" / "users-mpnet" / "report" / "cells.csv").read_text(encoding="utf-8").splitlines()
     means = [float(line.split(",")[5]) for line in cells[1:]
-             if line.split(",")[1] == RECOMMENDED_METHOD and line.split(",")[3] == "64"]
+             if line.split(",")[1] == RECOMMENDED_METHOD and line.split(",")[3] == "64"
+             and line.split(",")[2] in ("sst2", "mrpc", "rte", "cola")]
     assert len(means) == 4 and f"{sum(means) / 4:.3f}" in row
 
 

@@ -70,7 +70,7 @@ class Classifier(ClassifierMixin, BaseEstimator):
 
     ``Classifier(method=RECOMMENDED_METHOD, backbone="minilm", *, seed=1, threads=None, **options)``:
     ``method`` is any row of ``infoprompt methods`` (default :data:`~infoprompt.recommended.RECOMMENDED_METHOD`,
-    ``setfit-lora-all``, which needs ``pip install 'infoprompt[setfit]'``); ``backbone`` a name, path or a loaded
+    ``top-lora-siamese``, which needs ``pip install 'infoprompt[setfit]'``); ``backbone`` a name, path or a loaded
     :class:`~infoprompt.backbones.Backbone` (a loaded one is shared, never copied, by every clone: give one to
     load the encoder once for all the folds of a cross-validation); ``seed`` seeds both the initialisation and
     training; ``threads`` sets torch's CPU threads for :meth:`fit` and :meth:`predict` (default: the CPUs this
