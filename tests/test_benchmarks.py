@@ -45,7 +45,7 @@ SMOKE: dict[str, tuple[list[str], str, list]] = {
     "ddp_check.py": (["--methods", "linear-probe", "--backbone", TINY, "--shots", "8", "--epochs", "1",
                       "--max-length", "32", "--data-dir", DATA, "--processes", "2", "--timeout", "300"],
                      "linear-probe", [pytest.mark.slow]),
-    "ray_sweep.py": (["--tasks", "sst2", "--methods", "linear-probe", "--seeds", "1", "--shots", "8", "--epochs", "1",
+    "ray_sweep.py": (["--tasks", "sst2", "--methods", "linear-probe", "--seeds", "1", "--shots", "8",
                       "--backbone", TINY, "--data-dir", DATA, "--configurations", "local-1,ray-1"], "ray",
                      [pytest.mark.slow]),
     # no backbone option: the packaged MiniLM

@@ -98,7 +98,7 @@ def test_ray_sweep_survives_a_killed_worker_and_matches_the_local_backend(ray_he
 def test_a_cell_whose_worker_dies_on_every_try_is_recorded_as_failed(ray_head, tiny_bert_dir, data_dir, tmp_path):
     import ray_cells
 
-    cells = _grid(tiny_bert_dir, data_dir, methods=["linear-probe"], seeds=[1])
+    cells = _grid(tiny_bert_dir, data_dir, methods=["linear-probe"], seeds=[1], training={})  # the probe reads none
     tries = tmp_path / "tries"
     summary = run_sweep_ray(cells, tmp_path / "res", runner=ray_cells.AlwaysDie(str(tries)),
                             options=RayOptions(max_retries=1), progress=False, echo=_quiet)
