@@ -90,11 +90,13 @@ def require_onnx() -> None:
         raise UserError(f"ONNX export needs the onnx extra ({error.name} is missing): {INSTALL_HINT}") from None
 
 
-def probability_graph(model: nn.Module) -> nn.Module:
-    """The adapter's prediction as a module of the tokenizer's two tensors: (B, L) ids and mask -> (B, C)."""
+def token_graph(model: nn.Module, output: str) -> nn.Module:
+    """The adapter's forward pass as a module of the tokenizer's two tensors, (B, L) ids and mask, giving
+    ``output``: ``probabilities`` (B, C), its prediction; or ``features`` (B, F), the frozen pass that
+    ``head_logits`` reads (shared-plain-pass kinds)."""
     from torch import nn
 
-    class ProbabilityGraph(nn.Module):
+    class TokenGraph(nn.Module):
         def __init__(self, model: nn.Module):
             super().__init__()
             self.model = model
@@ -102,10 +104,17 @@ def probability_graph(model: nn.Module) -> nn.Module:
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             # Kinds with the ONNX-export capability read nothing of a batch but these two tensors.
             batch = types.SimpleNamespace(input_ids=input_ids, attention_mask=attention_mask)
-            scores, _, _ = self.model(batch)
+            scores, features, _ = self.model(batch)
+            if output == "features":
+                return features.float()
             return scores.float().softmax(-1)  # the softmax of logits, or of log-probabilities, alike
 
-    return ProbabilityGraph(model).eval()
+    return TokenGraph(model).eval()
+
+
+def probability_graph(model: nn.Module) -> nn.Module:
+    """The adapter's prediction as a module of the tokenizer's two tensors: (B, L) ids and mask -> (B, C)."""
+    return token_graph(model, "probabilities")
 
 
 def sample_batch(model: Any, texts: tuple[str, ...] = SAMPLE_TEXTS) -> tuple[torch.Tensor, torch.Tensor]:
@@ -269,19 +278,7 @@ def reusable_encoder(directory: Path, config: ClassifierConfig) -> bool:
 
 def feature_graph(model: nn.Module) -> nn.Module:
     """The adapter's frozen pass as a module of the tokenizer's two tensors: (B, L) ids and mask -> (B, F)."""
-    from torch import nn
-
-    class FeatureGraph(nn.Module):
-        def __init__(self, model: nn.Module):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            batch = types.SimpleNamespace(input_ids=input_ids, attention_mask=attention_mask)
-            _, features, _ = self.model(batch)  # the features head_logits reads (shared-plain-pass kinds)
-            return features.float()
-
-    return FeatureGraph(model).eval()
+    return token_graph(model, "features")
 
 
 def head_graph(model: nn.Module) -> nn.Module:
