@@ -32,6 +32,15 @@ from infoprompt.tasks import get_task, load_split, sample_few_shot
 from infoprompt.training import TrainConfig
 
 
+def training_split_draw(train_split, shots: int, seed: int, labels, score_rows: int) -> tuple[list, list]:
+    """The few-shot draw of ``seed`` from the training split (as a sweep cell draws it) and ``score_rows`` other
+    rows of the same split to score it on: no dev or test row is read."""
+    sample = sample_few_shot(train_split, shots, seed, labels=labels)
+    taken = {id(e) for e in sample}
+    rest = [e for e in train_split if id(e) not in taken]
+    return sample, random.Random(seed).sample(rest, min(score_rows, len(rest)))
+
+
 def parse_variant(text: str) -> tuple[str, str, dict]:
     name, _, rest = text.partition("=")
     method, _, overrides = rest.partition(":")
@@ -58,10 +67,7 @@ def main() -> None:
     backbone = load_backbone(args.backbone)
     rows: dict[str, list[tuple[float, float]]] = {}
     for seed in args.seeds:
-        sample = sample_few_shot(train_split, args.shots, seed, labels=task.labels)
-        taken = {id(e) for e in sample}
-        rest = [e for e in train_split if id(e) not in taken]
-        scoring = random.Random(seed).sample(rest, min(args.score_rows, len(rest)))
+        sample, scoring = training_split_draw(train_split, args.shots, seed, task.labels, args.score_rows)
         for text in args.variant:
             name, method, overrides = parse_variant(text)
             training = TrainConfig(**{"seed": seed, "progress": False, "eval_every_epochs": 0, **overrides.get("training", {})})

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections import Counter
 
 import numpy as np
 import torch
+from design_check import training_split_draw
 from sklearn.linear_model import LogisticRegression
 from torch.nn import functional
 
@@ -35,7 +35,7 @@ from infoprompt.kinds import make_classifier
 from infoprompt.kinds.top_lora.blocks import SplitEncoder
 from infoprompt.kinds.top_lora.losses import SupervisedContrastive
 from infoprompt.metrics import compute_metrics
-from infoprompt.tasks import get_task, load_split, sample_few_shot
+from infoprompt.tasks import get_task, load_split
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor, with_cosine: bool = True) -> torch.Tensor:
@@ -154,9 +154,7 @@ def main() -> None:
     index = {label: i for i, label in enumerate(task.labels)}
     table: dict[str, list[float]] = {}
     for seed in args.seeds:
-        sample = sample_few_shot(train_split, args.shots, seed, labels=task.labels)
-        taken = {id(e) for e in sample}
-        scoring = random.Random(seed).sample([e for e in train_split if id(e) not in taken], args.score_rows)
+        sample, scoring = training_split_draw(train_split, args.shots, seed, task.labels, args.score_rows)
         rows = sample + scoring
         y = [index[e.label] for e in rows]
         train_rows, test_rows = list(range(len(sample))), list(range(len(sample), len(rows)))
