@@ -34,12 +34,17 @@ def random_adapter(backbone, kind: str, seed: int, **options: object):
     SetFit head zero: every adapter would predict alike)."""
     model = make_classifier(backbone, task="sst2", method=KINDS[kind].methods[0].name, seed=seed, max_length=32,
                             **options)
+    return randomise_lora_and_head(model, seed).eval()
+
+
+def randomise_lora_and_head(model, seed: int):
+    """``model`` with its LoRA matrices and linear head drawn at random from ``seed``."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "lora_A" in name or "lora_B" in name or name.startswith("head."):
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-    return model.eval()
+    return model
 
 
 @pytest.fixture(scope="module")

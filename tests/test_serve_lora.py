@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
+from test_mixed_lora import randomise_lora_and_head
 from test_serve import AUTH, FIXTURES, HAS_SETFIT, TEXTS, TOKEN, TOLERANCE, Server, metric
 
 import infoprompt as ip
@@ -24,13 +24,7 @@ KINDS = ("lora", "setfit-lora", "top-lora")
 
 def random_variant(backbone, source: Path, target: Path, seed: int) -> None:
     """A copy of the adapter at ``source`` whose LoRA and linear head are random: it answers differently."""
-    model = ip.load_adapter(source, backbone=backbone)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_A" in name or "lora_B" in name or name.startswith("head."):
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-    model.save_pretrained(target)
+    randomise_lora_and_head(ip.load_adapter(source, backbone=backbone), seed).save_pretrained(target)
 
 
 @pytest.fixture(scope="module")
