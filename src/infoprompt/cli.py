@@ -23,7 +23,6 @@ from infoprompt.options import (
     POSITIVE,
     OneLineParser,
     add_flags,
-    command_line_fields,
     config_overrides,
     flag_values,
     parse_shots,
@@ -34,7 +33,7 @@ from infoprompt.recommended import RECOMMENDED_METHOD
 from infoprompt.serving.cli import add_serve_command
 from infoprompt.theory.cli import add_theory_commands
 from infoprompt.tracking import add_tracking_options
-from infoprompt.train_flags import kind_flags, model_flags, training_flags
+from infoprompt.train_flags import flag_name, kind_flags, model_flags, training_flags
 
 DEFAULT_SHOTS = 64
 DEFAULT_PROMPTS = 4  # --n-prompts for a kind with prompts, when not given
@@ -97,14 +96,6 @@ def add_device_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
                         "by affinity and cgroup quota, unless OMP_NUM_THREADS is set)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="bf16: encoder passes under bfloat16 autocast (faster on GPUs and recent CPUs)")
-
-
-def flag_name(name: str) -> str:
-    """The flag of an option or training field, as ``infoprompt train --help`` shows it (``--no-feature-cache``)."""
-    from infoprompt.training.config import TrainConfig
-
-    specs = {**{name: spec for name, (spec, _) in kind_flags().items()}, **dict(command_line_fields(TrainConfig))}
-    return specs[name].flag(name) if name in specs else f"--{name.replace('_', '-')}"
 
 
 def split_flags(args: argparse.Namespace) -> tuple[dict[str, object], dict[str, object]]:

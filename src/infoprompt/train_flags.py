@@ -59,6 +59,14 @@ def kind_flags() -> dict[str, tuple[Option, tuple[str, ...]]]:
     return {name: entry for name, entry in merged.items() if name not in training}
 
 
+def flag_name(name: str) -> str:
+    """The flag of an option or training field, as ``infoprompt train --help`` shows it (``--no-feature-cache``)."""
+    from infoprompt.training.config import TrainConfig
+
+    specs = {**{name: spec for name, (spec, _) in kind_flags().items()}, **dict(command_line_fields(TrainConfig))}
+    return specs[name].flag(name) if name in specs else f"--{name.replace('_', '-')}"
+
+
 def live_model_flags() -> list[Flag]:
     """The ``model`` group of ``train``: the shared classifier config's flags, then every kind's options."""
     from infoprompt.kinds.config import ClassifierConfig

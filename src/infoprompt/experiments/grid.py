@@ -19,6 +19,7 @@ from infoprompt.kinds.registry import KINDS, METHODS, get_method, kind_of
 from infoprompt.pipeline import RunSpec
 from infoprompt.tasks import FileColumns, check_eval_labels, get_task, read_labelled_file, task_from_file
 from infoprompt.tasks.sampling import ALLOCATIONS
+from infoprompt.train_flags import flag_name
 from infoprompt.training.config import TrainConfig
 
 AXES = ("tasks", "methods", "shots", "n_prompts", "seeds")
@@ -430,10 +431,6 @@ def cells_from_config(config: dict[str, Any], where: str, overrides: dict[str, A
     return sorted(cells, key=Cell.sort_key)
 
 
-def _flag_of(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
-
-
 def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable[str],
                             grid_methods: Sequence[str]) -> None:
     """A training value applies to every cell whose method reads it. One that no selected cell reads is refused
@@ -450,15 +447,15 @@ def _refuse_unread_training(cells: Sequence[Cell], where: str, flagged: Iterable
         methods = [cell.method for cell in setting] if name in flagged else sorted(readers)
         if any(kind_of(method).reads(name) for method in methods):
             continue
-        method = setting[0].method
-        try:
-            kind_of(method).split(method, {name: setting[0].training[name]},
-                                  shown=_flag_of if name in flagged else str)
-        except UserError as error:
-            if name in flagged:
-                raise _fail(where, str(error)) from None
+        if name not in flagged:
             print(f"infoprompt: warning: {where}: training.{name} is read by none of the grid's methods "
                   f"({', '.join(sorted(readers))}); it changes nothing", file=sys.stderr)
+            continue
+        method = setting[0].method
+        try:  # the kind's one-line refusal, as `infoprompt train` words it
+            kind_of(method).split(method, {name: setting[0].training[name]}, shown=flag_name)
+        except UserError as error:
+            raise _fail(where, str(error)) from None
 
 
 def read_grid_file(path: str | Path) -> dict[str, Any]:
