@@ -75,7 +75,9 @@ def keep_mixed_parts_only(model: Any) -> LoraParts:
     mixed batches: its LoRA tensors are kept as :class:`LoraParts` and its own copy of the encoder's module tree
     (peft's wrappers around the backbone's layers: about 0.6–1.2 MiB of Python objects per MiniLM adapter, more
     than its weights) is released. A server that mixes every such adapter holds only weights per adapter; the
-    model can no longer run its own forward pass or be saved."""
+    model can no longer run its own forward pass or be saved. A model kept already is left as it is."""
+    if model in _KEPT:
+        return _KEPT[model]
     parts = lora_parts(model)
     if parts is None:
         raise ValueError(f"{type(model).__name__} is no LoRA adapter that runs in mixed batches")
