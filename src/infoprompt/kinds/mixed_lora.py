@@ -113,19 +113,18 @@ class MixedLoraEncoder:
 
     def __init__(self, encoder: nn.Module):
         self.model = structure_copy(encoder).eval()
-        self.depth = len(encoder_blocks(self.model))
+        blocks = encoder_blocks(self.model)
+        self.depth = len(blocks)
         self.routed: dict[str, RoutedLinear] = {}
-        for block_index, block in enumerate(encoder_blocks(self.model)):
+        self.trunks: dict[tuple[int, int], SplitEncoder] = {}  # (first LoRA block, pad id) -> its split
+        prefix = next(name for name, module in self.model.named_modules() if module is blocks)
+        for block_index, block in enumerate(blocks):
             for name, module in list(block.named_modules()):
                 if isinstance(module, nn.Linear):
                     parent_name, _, leaf = name.rpartition(".")
                     routed = RoutedLinear(module)
                     setattr(block.get_submodule(parent_name) if parent_name else block, leaf, routed)
-                    self.routed[f"{self.block_prefix}.{block_index}.{name}"] = routed
-
-    @property
-    def block_prefix(self) -> str:
-        return next(name for name, module in self.model.named_modules() if module is encoder_blocks(self.model))
+                    self.routed[f"{prefix}.{block_index}.{name}"] = routed
 
     def stacks(self, parts: Sequence[LoraParts]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """Per adapted layer, the A (S, r, in) and scaled B (S, out, r) of the ``parts`` (zeros where an adapter
@@ -156,7 +155,9 @@ class MixedLoraEncoder:
         it holds."""
         split = min(part.first_block for part in parts)
         device = next(self.model.parameters()).device
-        trunk = SplitEncoder(self.model, self.depth - split, pad_id)
+        trunk = self.trunks.get((split, pad_id))
+        if trunk is None:  # made once per split point, not on every batch
+            trunk = self.trunks[(split, pad_id)] = SplitEncoder(self.model, self.depth - split, pad_id)
         lower = trunk.lower_states(token_ids, batch_size, device)
         stacked = self.stacks(parts)
         chunks = []
