@@ -54,15 +54,15 @@ def predict_several(models: Sequence[Any], rows: Sequence[dict[str, str]], sourc
                     precision: str) -> list[list[dict[str, object]]]:
     """Each model's records of ``rows``, as :func:`~infoprompt.training.inference.predict` gives them; the LoRA
     adapters of one backbone together (in fp32; another precision runs each adapter alone, under autocast)."""
-    from infoprompt.kinds.mixed_lora import keep_mixed_parts_only, lora_parts, predict_mixed
+    from infoprompt.kinds.mixed_lora import keep_mixed_parts_only, predict_mixed
     from infoprompt.training.inference import predict
 
     records: list[list[dict[str, object]] | None] = [None] * len(models)
     groups: dict[int, list[int]] = {}
     for index, model in enumerate(models):
-        if precision == "fp32" and lora_parts(model) is not None:
-            # It predicts in mixed batches only, chunk after chunk: its LoRA is read out once, as the server does.
-            keep_mixed_parts_only(model)
+        # A LoRA adapter predicts in mixed batches only, chunk after chunk: its LoRA is read out once, as the
+        # server does.
+        if precision == "fp32" and keep_mixed_parts_only(model) is not None:
             groups.setdefault(id(model.backbone), []).append(index)
         else:
             records[index] = predict(model, rows, batch_size, precision, sources)

@@ -70,19 +70,19 @@ def lora_parts(model: Any) -> LoraParts | None:
     return LoraParts(pairs=pairs, first_block=min(blocks))
 
 
-def keep_mixed_parts_only(model: Any) -> LoraParts:
-    """Make ``model`` (a LoRA adapter that mixes: :func:`lora_parts` not None) an adapter that runs only in
-    mixed batches: its LoRA tensors are kept as :class:`LoraParts` and its own copy of the encoder's module tree
-    (peft's wrappers around the backbone's layers: about 0.6–1.2 MiB of Python objects per MiniLM adapter, more
-    than its weights) is released. A server that mixes every such adapter holds only weights per adapter; the
-    model can no longer run its own forward pass or be saved. A model kept already is left as it is."""
+def keep_mixed_parts_only(model: Any) -> LoraParts | None:
+    """Make ``model``, when it is a LoRA adapter that mixes (:func:`lora_parts` not None), an adapter that runs
+    only in mixed batches: its LoRA tensors are kept as :class:`LoraParts` and its own copy of the encoder's module
+    tree (peft's wrappers around the backbone's layers: about 0.6–1.2 MiB of Python objects per MiniLM adapter,
+    more than its weights) is released. A server that mixes every such adapter holds only weights per adapter;
+    the model can no longer run its own forward pass or be saved. Returns its parts, or ``None`` (the model left
+    as it is) for a model that does not mix; a model kept already is left as it is."""
     if model in _KEPT:
         return _KEPT[model]
     parts = lora_parts(model)
-    if parts is None:
-        raise ValueError(f"{type(model).__name__} is no LoRA adapter that runs in mixed batches")
-    model.release_lora_encoder()
-    _KEPT[model] = parts
+    if parts is not None:
+        model.release_lora_encoder()
+        _KEPT[model] = parts
     return parts
 
 

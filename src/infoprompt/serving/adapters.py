@@ -123,25 +123,18 @@ def feature_group(model: Any, kind: str) -> Hashable | None:
             config.options.feature_options())  # a probe's C changes its head, not its features
 
 
-def lora_group(model: Any) -> Hashable | None:
-    """A key shared by every loaded LoRA adapter on the same backbone object whose rows can share a batch
+def mixed_lora_lane(model: Any) -> Hashable | None:
+    """The lane shared by every loaded LoRA adapter on the same backbone object whose rows can share a batch
     (:mod:`infoprompt.kinds.mixed_lora`: each input tokenised by its own adapter, each row through its own
-    LoRA), or ``None`` for a model that is no such adapter."""
-    from infoprompt.kinds.mixed_lora import lora_parts
+    LoRA), or ``None`` for a model that is no such adapter. Such an adapter is served only in that lane, so it
+    keeps only its LoRA tensors and head (:func:`~infoprompt.kinds.mixed_lora.keep_mixed_parts_only`)."""
+    from infoprompt.kinds.mixed_lora import keep_mixed_parts_only
 
-    return ("lora", id(model.backbone)) if lora_parts(model) is not None else None
-
-
-def keep_mixed_parts_only(model: Any) -> None:
-    """Release a mixing LoRA adapter's own encoder module tree; it is served only in mixed lanes
-    (:func:`infoprompt.kinds.mixed_lora.keep_mixed_parts_only`)."""
-    from infoprompt.kinds.mixed_lora import keep_mixed_parts_only as keep_parts
-
-    keep_parts(model)
+    return ("lora", id(model.backbone)) if keep_mixed_parts_only(model) is not None else None
 
 
 def predict_mixed(requests: Sequence[tuple[Any, Sequence[dict[str, str]], Sequence[str]]]) -> tuple[list[Any], int]:
-    """Each request's records (a LoRA adapter of one :func:`lora_group`, its rows and their sources), as
+    """Each request's records (a LoRA adapter of one :func:`mixed_lora_lane`, its rows and their sources), as
     :func:`predict` gives them alone, computed in one mixed batch; and the number of distinct inputs the
     shared blocks read."""
     from infoprompt.kinds.mixed_lora import predict_mixed as library_predict_mixed

@@ -158,9 +158,7 @@ class AdapterRegistry:
                 self._release(shared, name)
                 raise
             group = adapters.feature_group(model, info.kind)
-            lora = adapters.lora_group(model) if self.mixed_lora and group is None else None
-            if lora is not None:
-                adapters.keep_mixed_parts_only(model)  # it runs only in mixed lanes: its module tree can go
+            lora = adapters.mixed_lora_lane(model) if self.mixed_lora and group is None else None
             lane = ("features", group) if group is not None else lora or ("adapter", name, id(model))
             loaded = LoadedAdapter(name=name, directory=directory, info=info, model=model, backbone_key=shared.key,
                                    lane=lane, shares_features=group is not None, mixes_lora=lora is not None)
