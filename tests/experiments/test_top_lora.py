@@ -321,3 +321,32 @@ def test_the_siamese_preset_fits_the_head_alone_on_pairs_and_trains_single_texts
     siamese = Classifier(method="top-lora-siamese", **fast).fit(texts, labels)
     plain = Classifier(method="top-lora", **fast).fit(texts, labels)
     assert siamese.predict_proba(texts).tolist() == plain.predict_proba(texts).tolist()
+
+
+def test_the_default_trains_and_predicts_a_pair_file_through_the_command_line(tiny_bert_dir, tmp_path, capsys):
+    """`infoprompt train` without --method on a file of pairs trains the recommended top-lora-siamese, reading the
+    pairs apart; `predict` reads them back; a bad --pair-reading is one line that writes nothing (#53)."""
+    import csv
+
+    from infoprompt.cli import main
+    from infoprompt.recommended import RECOMMENDED_METHOD
+
+    data = tmp_path / "pairs.csv"
+    with data.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([("text", "text_pair", "label"), *((a, b, y) for (a, b), y in zip(PAIRS, SAME, strict=True))])
+    common = ["--train-file", str(data), "--text-pair-column", "text_pair", "--backbone", str(tiny_bert_dir),
+              "--max-length", "32", "--quiet"]
+    assert main(["train", *common, "--top-layers", "1", "--out", str(tmp_path / "run")]) == 0
+    options = json.loads((tmp_path / "run" / "metrics.json").read_text())["classifier"]
+    assert options["method"] == RECOMMENDED_METHOD == "top-lora-siamese"
+    assert (options["options"]["pair_reading"], options["options"]["pair_training"]) == ("separate", False)
+    capsys.readouterr()
+    assert main(["predict", "--adapter", str(tmp_path / "run"), "--input", str(data), "--output",
+                 str(tmp_path / "out.jsonl"), "--quiet"]) == 0
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(PAIRS) and all(json.loads(line)["label"] in ("same", "other") for line in lines)
+    capsys.readouterr()
+    assert main(["train", *common, "--pair-reading", "sideways", "--out", str(tmp_path / "bad")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--pair-reading" in error[0] and "sideways" in error[0]
+    assert not (tmp_path / "bad").exists()
