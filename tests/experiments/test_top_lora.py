@@ -18,7 +18,7 @@ from infoprompt.errors import UserError  # noqa: E402
 from infoprompt.kinds import load_adapter, make_classifier, train  # noqa: E402
 from infoprompt.kinds.setfit import HEAD_C_GRID  # noqa: E402
 from infoprompt.kinds.top_lora import TopLoraClassifier, TopLoraSettings  # noqa: E402
-from infoprompt.kinds.top_lora.blocks import SplitEncoder  # noqa: E402
+from infoprompt.kinds.top_lora.blocks import SplitEncoder, packed_rows  # noqa: E402
 from infoprompt.kinds.top_lora.fit import epoch_batches  # noqa: E402
 from infoprompt.kinds.top_lora.losses import BatchAllTriplet, BatchPairs, SupervisedContrastive  # noqa: E402
 from infoprompt.pipeline import read_split  # noqa: E402
@@ -54,9 +54,43 @@ def test_split_encoder_computes_what_the_whole_encoder_computes(tiny_backbone, t
         ours = torch.nn.functional.normalize(split.pooled(states, batch_size=2), dim=-1)
         theirs = model.embed(collate([p.prompted for p in pairs], tiny_backbone.tokenizer.pad_token_id))
     assert torch.allclose(ours, theirs, atol=1e-5)
+    assert split.packs, "BERT's blocks see positions only through its embeddings: its texts are packed"
     lora_blocks = {n.split(".layer.")[1].split(".")[0] for n, _ in model.lora_model.named_parameters() if "lora_" in n}
     depth = tiny_backbone.model.config.num_hidden_layers
     assert lora_blocks == {str(i) for i in range(depth - top_layers, depth)}
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.integers(8, 64))
+def test_packed_rows_hold_every_text_once_within_the_budget(lengths, budget):
+    rows = packed_rows(lengths, budget)
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    for row in rows:
+        assert len(row) == 1 or sum(lengths[i] for i in row) <= budget
+
+
+class ReadsTheWholeRow(torch.nn.Module):
+    """Top blocks that ignore the attention mask: every token sees every other of its row, as an encoder whose
+    blocks read absolute positions or mask in their own way would mix packed texts."""
+
+    def forward(self, inputs_embeds, attention_mask):
+        return type("Output", (), {"last_hidden_state": inputs_embeds + inputs_embeds.sum(dim=1, keepdim=True)})
+
+
+def test_packing_is_used_only_where_the_encoder_computes_the_same_packed(tiny_backbone, toy_task):
+    model = model_with(tiny_backbone, toy_task, top_layers=2)
+    pairs = encode_examples(model, examples(toy_task)[:9]).pairs
+    split = SplitEncoder(model.lora_encoder, 2, tiny_backbone.tokenizer.pad_token_id)
+    states = split.lower_states([p.prompted.input_ids for p in pairs], batch_size=4)
+    split.upper.eval()
+    with torch.no_grad():
+        packed = split.pooled(states, batch_size=2)
+        assert split.packs is True
+        assert torch.allclose(packed, split.pooled_padded(states, 2), atol=1e-5)
+        assert torch.allclose(packed, split.pooled_packed(states, 10_000), atol=1e-5)  # one row for all
+        split.upper, split.packs = ReadsTheWholeRow(), None
+        mixed = split.pooled(states, batch_size=len(states))
+    assert split.packs is False
+    assert torch.equal(mixed, split.pooled_padded(states, len(states)))
 
 
 def test_supcon_matches_setfit_where_every_anchor_has_a_positive():
