@@ -154,6 +154,19 @@ def test_top_lora_trains_saves_and_reloads_here_and_in_peft(toy_task, tiny_bert_
         assert torch.allclose(pooled, loaded.embed(batch), atol=1e-5)
 
 
+def test_the_saved_options_say_what_trained_the_adapter(toy_task, tiny_bert_dir, tmp_path):
+    backbone = load_backbone(str(tiny_bert_dir))
+    model = model_with(backbone, toy_task, top_layers=1, epochs=2, batch_size=8)
+    train(model, examples(toy_task), None, TrainConfig(seed=1, progress=False, lr=3e-3, max_steps=4))
+    model.save_pretrained(tmp_path / "adapter")
+    options = json.loads((tmp_path / "adapter" / "infoprompt_adapter.json").read_text())["options"]
+    settings = json.loads((tmp_path / "adapter" / "setfit_lora_config.json").read_text())["settings"]
+    assert options["body_learning_rate"] == settings["body_learning_rate"] == 3e-3
+    assert options["max_steps"] == settings["max_steps"] == 4
+    assert options["head_balanced"] is settings["head_balanced"] is not None
+    assert load_adapter(tmp_path / "adapter", backbone=backbone).options == model.options
+
+
 def test_holdout_selection_is_recorded_and_deterministic(toy_task, tiny_bert_dir):
     backbone = load_backbone(str(tiny_bert_dir))
     runs = []

@@ -228,6 +228,16 @@ def select_epochs(trainer: TopBlocksTrainer, model: TopLoraClassifier, labels: l
             "epochs": int(best["epoch"]), "refit_on": "all training examples", "candidates": candidates}
 
 
+def record_trained_options(model: TopLoraClassifier) -> None:
+    """The adapter's saved options made to say what trained it: a run's ``--lr`` and ``--max-steps``, and the
+    head's class weighting as the fit resolved it, so that ``infoprompt_adapter.json`` and the settings agree."""
+    settings = model.settings
+    trained = dataclasses.replace(model.options, body_learning_rate=settings.body_learning_rate,
+                                  max_steps=None if settings.max_steps == -1 else settings.max_steps,
+                                  head_balanced=settings.head_balanced)
+    model.config = dataclasses.replace(model.config, options=trained)
+
+
 def fit_top_lora(model: TopLoraClassifier, train_examples: Sequence[Example], eval_examples: Sequence[Example] | None = None,
                  config: TrainConfig | None = None, log_path: Path | None = None) -> FitResult:
     """Train top-lora on the draw (see the module docstring) and evaluate on ``eval_examples``."""
@@ -274,6 +284,7 @@ def fit_top_lora(model: TopLoraClassifier, train_examples: Sequence[Example], ev
         settings = model.settings = dataclasses.replace(settings, head_c=chosen)
         selection = {**(selection or {}), "head_c": chosen, "head_c_log_loss": scores}
     model.set_head(fit_head(settings, features, labels, model.config.init_seed))
+    record_trained_options(model)
     train_seconds = time.perf_counter() - train_started
     model.to(device).eval()
     if selection is not None:
