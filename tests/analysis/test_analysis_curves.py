@@ -82,6 +82,22 @@ def test_trailing_mean_and_steps_to_95():
     assert steps_to_fraction(steps, np.full(100, np.nan)) is None
 
 
+def test_a_kinds_own_loss_terms_are_read_and_a_term_no_run_logged_is_named(tmp_path):
+    run = tmp_path / "top-lora-1"
+    write_run(run, "top-lora", 1, steps=4)
+    lines = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    for line in lines:
+        if line["type"] == "step":
+            for term in ("pred", "rep", "head", "kl"):
+                del line[f"loss_{term}"]
+            line["loss_supcon"] = line["loss_total"] - 0.1
+    (run / "train_log.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    group = discover_runs([run])
+    np.testing.assert_allclose(loss_curve(group, "supcon", window=1).mean, group[0].losses["total"] - 0.1)
+    with pytest.raises(UserError, match="logged no loss 'pred'; they logged: supcon, total"):
+        loss_curve(group, "pred", window=1)
+
+
 def test_runs_are_found_in_a_sweep_folder_and_grouped_by_method(tmp_path):
     for method in ("warp", "infoprompt"):
         for seed in (2, 1):

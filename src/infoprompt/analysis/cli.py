@@ -168,8 +168,8 @@ def _add_curves_parser(sub: argparse._SubParsersAction) -> None:
     cur.add_argument(
         "--loss",
         default="pred",
-        choices=("pred", "total", "rep", "head", "kl"),
-        help="logged loss term to plot (default pred: the task cross-entropy)",
+        help="logged loss term to plot: total, or a term of the runs' kind (default pred: the prompt kinds' task "
+        "cross-entropy; the probe logs logistic, SetFit embedding, top-lora its objective, e.g. supcon)",
     )
     cur.add_argument("--window", type=int, default=10, help="trailing-mean window in steps (default 10)")
     cur.add_argument("--metric", help="eval metric (default: the runs' primary metric)")

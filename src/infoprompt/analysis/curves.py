@@ -34,6 +34,8 @@ from infoprompt.gate import parse_json
 from infoprompt.io_utils import adapter_config_file, read_json_object
 
 LOG_NAME = "train_log.jsonl"
+# Every run's logs hold these (NaN where a kind has no such term); a kind's own terms (``loss_<name>``: the probe's
+# ``logistic``, SetFit's ``embedding``, top-lora's objective) are read as they come.
 LOSS_KEYS = ("total", "pred", "rep", "head", "kl")
 TRAIN_PHASE = "train"
 # Same value as infoprompt.training.loop.SATURATION (a test keeps them equal); importing it would load torch just to
@@ -141,8 +143,11 @@ class _LogRecords:
     def add_step(self, record: dict[str, object]) -> None:
         """A ``step`` record of the final training pass; a malformed one raises KeyError/TypeError/ValueError."""
         self.steps.append(int(record["step"]))
-        for key in LOSS_KEYS:
-            self.losses[key].append(float(record.get(f"loss_{key}", math.nan)))
+        named = {key.removeprefix("loss_") for key in record if key.startswith("loss_")}
+        for key in named - set(self.losses):
+            self.losses[key] = [math.nan] * (len(self.steps) - 1)
+        for key, values in self.losses.items():
+            values.append(float(record.get(f"loss_{key}", math.nan)))
         for term, bound, cap in _mi_fields(record):
             self.mi_bounds.setdefault(term, []).append(bound)
             self.mi_caps.setdefault(term, []).append(cap)
@@ -344,8 +349,9 @@ def mean_curve(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Curve:
 
 
 def loss_curve(group: Sequence[RunLog], loss: str, window: int) -> Curve:
-    if loss not in LOSS_KEYS:
-        raise UserError(f"unknown loss {loss!r}; known: {', '.join(LOSS_KEYS)}")
+    logged = {name for r in group for name, values in r.losses.items() if np.isfinite(values).any()}
+    if loss not in logged:
+        raise UserError(f"the runs logged no loss {loss!r}; they logged: {', '.join(sorted(logged)) or 'none'}")
     return mean_curve([r.steps for r in group], [trailing_mean(r.losses[loss], window) for r in group])
 
 

@@ -93,7 +93,9 @@ class FitResult:
     Attributes:
         metrics: the task's metrics on the evaluation examples (empty without any).
         steps: optimisation steps taken.
-        last_losses: the last step's loss terms (``total``, ``pred``, ``rep``, ``head``, ``kl``).
+        last_losses: the last step's ``total`` loss and the kind's own named terms (the prompt kinds' ``pred``,
+            ``rep``, ``head``, ``kl``; the probe's ``logistic``; SetFit's ``embedding``; top-lora's objective,
+            ``supcon`` by default).
         n_train / n_eval: examples trained on and evaluated.
         truncated_train: training inputs shortened to the token budget.
         lr: the learning rate used (``None`` where the kind has none).

@@ -25,6 +25,7 @@ from infoprompt.training.runtime import autocast, resolve_device
 
 # What the fit reads of a TrainConfig besides what every fit reads: the held-out share of a multi-label draw.
 PROBE_TRAINING = frozenset({"holdout_fraction"})
+LOSS_TERM = "logistic"  # the head's cross-entropy on the draw: the probe's one loss, as its records name it
 
 
 def fit_linear_probe(
@@ -72,10 +73,10 @@ def fit_linear_probe(
         loss = nn.functional.binary_cross_entropy_with_logits if extra else nn.functional.cross_entropy
         train_loss = float(loss(logits, targets))
     log = JsonlLog(log_path)
-    log.write({"type": "fit", "step": iterations, "loss_total": train_loss, "loss_pred": train_loss, "C": head_c,
+    log.write({"type": "fit", "step": iterations, "loss_total": train_loss, f"loss_{LOSS_TERM}": train_loss, "C": head_c,
                **extra})
 
-    return finish_fit(model, train_set, eval_examples, config, log, steps=iterations, loss=train_loss, lr=None,
+    return finish_fit(model, train_set, eval_examples, config, log, steps=iterations, loss=train_loss, term=LOSS_TERM, lr=None,
                       started=started, cache_seconds=cache_seconds, train_seconds=fit_seconds)
 
 

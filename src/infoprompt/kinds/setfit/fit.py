@@ -28,6 +28,9 @@ from infoprompt.training.data import encode_examples
 from infoprompt.training.loop import JsonlLog
 from infoprompt.training.runtime import resolve_device
 
+# SetFit's contrastive loss on its sentence pairs, named as the setfit library logs it (``embedding_loss``).
+LOSS_TERM = "embedding"
+
 # What the fit reads of a TrainConfig besides what every fit reads (SetFit's own epochs and batch size stand).
 SETFIT_TRAINING = frozenset({"lr", "max_steps"})
 
@@ -102,7 +105,7 @@ def train_body(model: SetFitClassifier, texts: list[str], labels: list[int], set
             if logs and "embedding_loss" in logs:
                 loss = float(logs["embedding_loss"])
                 log.write({"type": "step", "step": state.global_step, "epoch": logs.get("epoch"),
-                           "lr": logs.get("learning_rate"), "loss_total": loss, "loss_pred": loss})
+                           "lr": logs.get("learning_rate"), "loss_total": loss, f"loss_{LOSS_TERM}": loss})
 
     class StepBar(TrainerCallback):
         """The run's training bar, as every kind draws it (:func:`~infoprompt.progress.step_progress`). It moves on
@@ -218,7 +221,7 @@ def fit_setfit(
     last = float(losses[-1]) if losses else 0.0
 
     result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last,
-                        lr=settings.body_learning_rate, started=started, cache_seconds=0.0, train_seconds=train_seconds)
+                        term=LOSS_TERM, lr=settings.body_learning_rate, started=started, cache_seconds=0.0, train_seconds=train_seconds)
     result.timings["step_s"] = train_seconds / steps if steps else 0.0
     result.selection = selection
     return result

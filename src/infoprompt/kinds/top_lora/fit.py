@@ -167,7 +167,7 @@ class TopBlocksTrainer:
                 losses.append(last)
                 steps += 1
                 log.write({"type": "step", "phase": phase, "step": steps, "epoch": epoch, "loss_total": last,
-                           "loss_pred": last, "lr": schedule.get_last_lr()[0]})
+                           f"loss_{settings.loss}": last, "lr": schedule.get_last_lr()[0]})
                 # The loss first, without a redraw of its own: the step's update shows it.
                 bar.set_postfix(loss=f"{last:.4f}", refresh=False)
                 bar.update(1)
@@ -289,7 +289,7 @@ def fit_top_lora(model: TopLoraClassifier, train_examples: Sequence[Example], ev
     model.to(device).eval()
     if selection is not None:
         log.write({"type": "selection", "step": steps, **selection})
-    result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last,
+    result = finish_fit(model, train_set, eval_examples, config, log, steps=steps, loss=last, term=settings.loss,
                         lr=settings.body_learning_rate, started=started, cache_seconds=trainer.cache_seconds,
                         train_seconds=train_seconds)
     result.timings["step_s"] = (train_seconds - trainer.cache_seconds - selection_seconds) / steps if steps else 0.0
