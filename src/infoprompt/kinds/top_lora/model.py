@@ -44,7 +44,9 @@ class TopLoraSettings:
         epochs: passes over the draw (without selection), or the most the selection pass tries.
         batch_size: texts per step; every pair among them is scored. Classes are dealt out evenly over a
             step's batches, two texts at a time, so that each text meets texts of its own class.
-        encode_batch: texts per encoder call within a batch, grouped by length (each padded to its longest).
+        encode_batch: texts per encoder call within a batch, grouped by length (each padded to its longest), for
+            an encoder that does not compute the same with a batch's texts packed into rows
+            (:meth:`~infoprompt.kinds.top_lora.blocks.SplitEncoder.pooled`).
         body_learning_rate: AdamW's learning rate of the LoRA weights (linear decay after warm-up).
         warmup_proportion: share of the steps spent warming the learning rate up.
         max_steps: stop after this many steps (-1: all epochs).

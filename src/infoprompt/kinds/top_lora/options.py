@@ -46,8 +46,8 @@ class TopLoraOptions(LoraOptions, HeadOptions):
                          type=POSITIVE)
     batch_size: int = option(32, "texts per step, every pair among them scored (at least 2; default 32)",
                              type=PAIRED_BATCH)
-    encode_batch: int = option(16, "texts per encoder call within a batch, grouped by length (default 16)",
-                               type=POSITIVE)
+    encode_batch: int = option(16, "texts per encoder call within a batch, grouped by length, where the encoder "
+                               "cannot run them packed into rows of 128 tokens (default 16)", type=POSITIVE)
     body_learning_rate: float = option(5e-4, type=POSITIVE_FLOAT)
     warmup_proportion: float = option(0.1, "share of the steps spent warming the learning rate up (default 0.1)",
                                       type=PROPORTION)
