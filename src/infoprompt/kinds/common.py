@@ -196,9 +196,10 @@ def save_peft(model: Any, directory: Path, config: ClassifierConfig) -> None:
 
 def finish_fit(
     model: nn.Module, train_set: EncodedSet, eval_examples, config: TrainConfig, log: JsonlLog, *, steps: int,
-    loss: float, term: str, lr: float | None, started: float, cache_seconds: float, train_seconds: float,
+    loss: float, term: str | None = None, lr: float | None, started: float, cache_seconds: float, train_seconds: float,
 ) -> FitResult:
-    """The final evaluation of a fitted baseline and its result (a fitted model has no MI terms, no periodic
+    """The final evaluation of a fitted baseline and its result, its last loss recorded as ``total`` and, named
+    ``term``, as the kind's own term (a fitted model has no MI terms, no periodic
     evaluations and, unless its fit says otherwise, no per-step timing of its own)."""
     final: dict[str, float] = {}
     shares = None
@@ -214,7 +215,7 @@ def finish_fit(
     return FitResult(
         metrics=final,
         steps=steps,
-        last_losses={"total": loss, term: loss},
+        last_losses={"total": loss, **({term: loss} if term else {})},
         n_train=len(train_set),
         n_eval=len(eval_set) if eval_set is not None else 0,
         truncated_train=sum(p.truncated for p in train_set.pairs),
