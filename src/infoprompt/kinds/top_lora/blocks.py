@@ -176,18 +176,16 @@ class SplitEncoder:
         packed, mask = pack_states(states, rows)
         hidden = self.upper(inputs_embeds=packed, attention_mask=mask).last_hidden_state
         for r, row in enumerate(rows):
-            start = 0
-            for i in row:
-                end = start + states[i].shape[0]
-                out[i] = hidden[r, start:end].mean(dim=0)
-                start = end
+            sizes = [states[i].shape[0] for i in row]
+            for i, text in zip(row, hidden[r, : sum(sizes)].split(sizes), strict=True):
+                out[i] = text.mean(dim=0)
         return torch.stack(out)  # type: ignore[arg-type]
 
     @torch.no_grad()
     def packing_agrees(self, states: Sequence[torch.Tensor]) -> bool:
         """Whether the top blocks give each text the same pooled state packed as padded, on (up to) three of
-        ``states`` in eval mode, all three in one row. True for encoders whose blocks see positions only through the embeddings or as
-        relative offsets (BERT, RoBERTa, MPNet); an encoder that reads absolute positions or masks in its own way
+        ``states`` in eval mode, all three in one row. True for encoders whose blocks see positions only through
+        the embeddings or as relative offsets (BERT, RoBERTa, MPNet); an encoder that reads absolute positions or masks in its own way
         inside its blocks is padded instead."""
         sample = list(states[:3])
         training = self.upper.training
